@@ -1,0 +1,199 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Config is what the registry hands a new job actor. Hooks stay on this node.
+type Config struct {
+	Meta
+	Hooks    Hooks
+	Registry *actor.PID
+	Watcher  *Watcher
+	Logger   *slog.Logger
+	Now      func() int64 // Unix milliseconds
+}
+
+// Props returns the props of the actor for one live job.
+func Props(cfg Config) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &jobActor{cfg: cfg, core: NewCore(), waits: map[uint64]*Wait{}}
+	})
+}
+
+// jobActor owns one live job: its hooks, its settlement core and its pending waits.
+// Once settled it hands the job to the registry (Settled) and forwards anything it
+// still receives there; the registry poisons it after committing.
+type jobActor struct {
+	cfg       Config
+	core      Core
+	waits     map[uint64]*Wait
+	handedOff bool
+	watch     *Watch
+}
+
+type doneMsg struct {
+	o  Outcome
+	ok bool
+}
+
+func (a *jobActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		root, self := c.ActorSystem().Root, c.Self()
+		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, func(o Outcome, ok bool) {
+			root.Send(self, &doneMsg{o: o, ok: ok})
+		})
+	case *doneMsg:
+		o, violation := CheckOutcome(m.o, m.ok)
+		if violation != "" && a.core.Live() {
+			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
+		}
+		a.settle(c, o)
+	case *Read:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		var text string
+		if a.cfg.Hooks.ReadOutput != nil {
+			var err error
+			if err = protect(func() (e error) { text, e = a.cfg.Hooks.ReadOutput(); return }); err != nil {
+				m.Reply <- ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: err.Error(), Cause: err}}
+				return
+			}
+		}
+		m.Reply <- ReadResult{Text: text, Snapshot: a.snapshot()}
+	case *Kill:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		if err := a.cancel(m.Reason); err != nil {
+			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: err.Error(), Cause: err}}
+			return
+		}
+		a.core.KillLanded(!m.NoClaim, m.Reason)
+		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m})
+	case *Wait:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		if m.Ctx.Err() != nil {
+			a.endWait(m)
+			return
+		}
+		a.core.AddWaiter(m.Token)
+		a.waits[m.Token] = m
+	case *WaitEnd:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		if w := a.waits[m.Token]; w != nil && a.core.RemoveWaiter(m.Token) {
+			delete(a.waits, m.Token)
+			a.endWait(w)
+		}
+	case *CountWaiters:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		m.Reply <- len(a.core.Waiters())
+	case *Teardown:
+		if a.handedOff {
+			return
+		}
+		a.core.TeardownBegin()
+		if err := a.cancel(m.Reason); err != nil {
+			a.cfg.Logger.Warn(fmt.Sprintf("jobs: cancel of %s threw during teardown; job record forced failed and work may be orphaned: %s", a.cfg.ID, err.Error()))
+			a.watch.Remove()
+			a.settle(c, Outcome{Status: Failed, Detail: "cancel threw during teardown; work may be orphaned: Error: " + err.Error()})
+			return
+		}
+		a.core.TeardownCancelled()
+		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
+	case *actor.Stopping:
+		if !a.handedOff {
+			// Stopped before its producer settled (a panic in this actor, or a stop from
+			// outside): settle failed so no waiter hangs and the slot is freed.
+			a.watch.Remove()
+			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"})
+		}
+	}
+}
+
+// endWait answers a wait that ended before settlement, as its timeout or abort would.
+func (a *jobActor) endWait(w *Wait) {
+	if errors.Is(context.Cause(w.Ctx), ErrWaitTimeout) {
+		w.Reply <- WaitResult{Snapshot: a.snapshot()}
+		return
+	}
+	w.Reply <- WaitResult{Err: WaitAborted()}
+}
+
+// settle applies an outcome: first wins. Waits whose context already ended are
+// ended first (SPEC §1.3 rule 11), then the decision is handed to the registry.
+func (a *jobActor) settle(c actor.Context, o Outcome) {
+	if !a.core.Live() {
+		return
+	}
+	for _, t := range append([]uint64(nil), a.core.Waiters()...) {
+		if w := a.waits[t]; w.Ctx.Err() != nil {
+			a.core.RemoveWaiter(t)
+			delete(a.waits, t)
+			a.endWait(w)
+		}
+	}
+	d, _ := a.core.Settle(o)
+	replies := make([]chan<- WaitResult, len(d.Waiters))
+	for i, t := range d.Waiters {
+		replies[i] = a.waits[t].Reply
+	}
+	a.waits = nil
+	a.handedOff = true
+	now := max(a.cfg.Now(), a.cfg.StartedAt)
+	c.Send(a.cfg.Registry, &Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput})
+}
+
+func (a *jobActor) snapshot() *messages.JobSnapshot {
+	return a.cfg.Snapshot(a.core.Status(), nil, nil, a.core.Reported())
+}
+
+func (a *jobActor) cancel(reason string) error {
+	if a.cfg.Hooks.Cancel == nil {
+		return nil
+	}
+	return protect(func() error { return a.cfg.Hooks.Cancel(reason) })
+}
+
+// protect runs f, turning a panic into an error whose message is fmt.Sprint of the
+// panic value (SPEC §1.3 rule 13).
+func protect(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Panicked(v)
+		}
+	}()
+	return f()
+}
+
+// Panicked is the error a recovered producer panic becomes.
+func Panicked(v any) error {
+	if e, ok := v.(error); ok {
+		return e
+	}
+	return errors.New(fmt.Sprint(v))
+}
+
+// Protect runs f with the recover rule of the job runtime (used by the registry for
+// Run and for reads after settlement).
+func Protect(f func() error) error { return protect(f) }

@@ -1,0 +1,104 @@
+package job
+
+import (
+	"context"
+	"time"
+
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// The requests below are local Go values: the job registry routes them to the live
+// job actor, or answers them itself once the job has settled. Each carries a reply
+// channel with room for one value; whoever answers sends exactly one reply.
+// (Their wire forms are messages.ReadRequest and friends.)
+
+// Read asks for the output since the last read (stream kinds) and a snapshot.
+type Read struct {
+	ID, Caller string
+	Reply      chan<- ReadResult
+}
+
+// ReadResult answers Read.
+type ReadResult struct {
+	Text     string
+	Snapshot *messages.JobSnapshot
+	Err      error
+}
+
+// Kill asks the producer to stop. NoClaim leaves the completion report unclaimed.
+type Kill struct {
+	ID, Caller string
+	Reason     string
+	NoClaim    bool
+	Reply      chan<- KillResult
+}
+
+// KillResult answers Kill with the result and a snapshot taken in the same step.
+type KillResult struct {
+	Result   messages.KillResult
+	Snapshot *messages.JobSnapshot
+	Err      error
+}
+
+// Wait waits for settlement. Ctx carries the wait's own deadline (cause
+// ErrWaitTimeout) and the caller's cancellation; Token names the wait for WaitEnd.
+type Wait struct {
+	ID, Caller string
+	Timeout    time.Duration
+	Token      uint64
+	Ctx        context.Context
+	Reply      chan<- WaitResult
+}
+
+// WaitResult answers Wait.
+type WaitResult struct {
+	Snapshot *messages.JobSnapshot
+	Err      error
+}
+
+// WaitEnd tells the job that the wait's context ended; a still-pending wait is
+// un-counted and answered as its timeout or abort.
+type WaitEnd struct {
+	ID    string
+	Token uint64
+}
+
+// Teardown is the registry's cancel-for-teardown (SPEC §2.11): claim, then cancel.
+type Teardown struct{ Reason string }
+
+// Messages a job actor sends to the registry.
+
+// StopRequested says a cancel landed: the job is stopping. If Kill is set, the registry
+// answers it after committing the change.
+type StopRequested struct {
+	ID       string
+	Reported bool
+	Kill     *Kill
+}
+
+// Settled hands a settled job to the registry, which commits the record, releases
+// Waiters with the settled snapshot, and calls the observers. From then on the
+// registry answers for the job; the job actor forwards what it still receives.
+type Settled struct {
+	ID         string
+	Decision   Decision
+	FinishedAt int64
+	Waiters    []chan<- WaitResult
+	ReadOutput func() (string, error)
+}
+
+// Error texts of the wait path.
+const (
+	TextWaitAborted = "wait aborted"
+)
+
+// WaitAborted is the error of a wait ended by its caller's context.
+func WaitAborted() error {
+	return &messages.Error{Code: messages.CodeWaitAborted, Message: TextWaitAborted}
+}
+
+// CountWaiters asks how many waits are pending (test inspection, SPEC §1.3 rule 11).
+type CountWaiters struct {
+	ID    string
+	Reply chan<- int
+}

@@ -1,0 +1,126 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Core is the pure state machine of one live job: first-wins settlement, kill
+// claims and reasons, teardown, and the pending waiters. It has no goroutines, no
+// clock and no actor import; the shell (actor.go) feeds it events in mailbox order
+// and carries out its decisions.
+type Core struct {
+	status     Status
+	claimed    bool // a claiming kill has returned requested
+	teardown   bool // a teardown cancel has begun
+	killReason string
+	waiters    []uint64 // pending wait tokens, in registration order
+}
+
+// NewCore returns the core of a job that has just started running.
+func NewCore() Core { return Core{status: Running} }
+
+// Status returns the current status.
+func (c *Core) Status() Status { return c.status }
+
+// Live reports whether the job has not settled.
+func (c *Core) Live() bool { return !c.status.Terminal() }
+
+// Reported is the delivery claim while live (SPEC §1.3 rule 4): true iff a claiming
+// kill returned requested or a teardown cancel has begun.
+func (c *Core) Reported() bool { return c.claimed || c.teardown }
+
+// KillLanded records a kill whose Cancel succeeded: the job is stopping, a
+// non-empty reason replaces any earlier one, and a claiming kill claims.
+// A kill whose Cancel failed must not call this: it changes nothing.
+func (c *Core) KillLanded(claim bool, reason string) {
+	if !c.Live() {
+		return
+	}
+	c.status = Stopping
+	if reason != "" {
+		c.killReason = reason
+	}
+	if claim {
+		c.claimed = true
+	}
+}
+
+// TeardownBegin claims the report before the teardown cancel is called (SPEC §2.11).
+func (c *Core) TeardownBegin() {
+	if c.Live() {
+		c.teardown = true
+	}
+}
+
+// TeardownCancelled records a teardown cancel that returned normally.
+func (c *Core) TeardownCancelled() {
+	if c.Live() {
+		c.status = Stopping
+	}
+}
+
+// AddWaiter counts a pending wait.
+func (c *Core) AddWaiter(token uint64) { c.waiters = append(c.waiters, token) }
+
+// RemoveWaiter un-counts a wait that ended by timeout or abort; false if it was not pending.
+func (c *Core) RemoveWaiter(token uint64) bool {
+	i := slices.Index(c.waiters, token)
+	if i < 0 {
+		return false
+	}
+	c.waiters = slices.Delete(c.waiters, i, i+1)
+	return true
+}
+
+// Waiters returns the pending wait tokens in registration order.
+func (c *Core) Waiters() []uint64 { return c.waiters }
+
+// Decision is a settlement: what to record and whom to release.
+type Decision struct {
+	Status    Status
+	Detail    string
+	HasDetail bool
+	Output    string
+	Reported  bool
+	Waiters   []uint64 // released with the settled snapshot, in registration order
+}
+
+// Settle applies an outcome. Only the first outcome wins; later ones return false.
+// The outcome must be valid (see CheckOutcome).
+func (c *Core) Settle(o Outcome) (Decision, bool) {
+	if !c.Live() {
+		return Decision{}, false
+	}
+	d := Decision{Status: o.Status, Output: o.Output, Waiters: c.waiters}
+	switch {
+	case o.Status == Killed && c.killReason != "":
+		d.HasDetail = true
+		d.Detail = c.killReason
+		if o.Detail != "" {
+			d.Detail = o.Detail + "; " + c.killReason
+		}
+	case o.Detail != "":
+		d.HasDetail, d.Detail = true, o.Detail
+	}
+	// Rule 4: a claiming kill the job outran (completed/failed) lapses.
+	d.Reported = len(c.waiters) > 0 || c.teardown || (c.claimed && o.Status == Killed)
+	c.status = o.Status
+	c.waiters = nil
+	return d, true
+}
+
+// CheckOutcome applies the "done rejected" rule (SPEC §1.2, §1.3 rule 14): a channel
+// closed without a value, or an unknown status, becomes a failed outcome. violation
+// is the contract violation to log, "" when the outcome was valid.
+func CheckOutcome(o Outcome, ok bool) (checked Outcome, violation string) {
+	switch {
+	case !ok:
+		violation = "producer done channel closed without an outcome"
+	case !o.Status.Terminal():
+		violation = fmt.Sprintf("producer outcome has unknown status %q", o.Status.Name())
+	default:
+		return o, ""
+	}
+	return Outcome{Status: Failed, Detail: "Error: " + violation}, violation
+}

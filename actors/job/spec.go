@@ -1,0 +1,70 @@
+package job
+
+import (
+	"errors"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Status is a job's lifecycle state.
+type Status = messages.JobStatus
+
+// The job statuses (SPEC §2.1).
+const (
+	Running   = messages.JobStatus_JOB_STATUS_RUNNING
+	Stopping  = messages.JobStatus_JOB_STATUS_STOPPING
+	Completed = messages.JobStatus_JOB_STATUS_COMPLETED
+	Killed    = messages.JobStatus_JOB_STATUS_KILLED
+	Failed    = messages.JobStatus_JOB_STATUS_FAILED
+)
+
+// Outcome is what a producer settles its job with. Status must be Completed, Killed
+// or Failed. An empty Detail or Output means "not given".
+type Outcome struct {
+	Status Status
+	Detail string // a kind-specific phrase such as "exit code: 0"
+	Output string // the final output of a final-output kind (one without ReadOutput)
+}
+
+// Hooks are what a producer's Run returns.
+//
+// Cancel is called on the job actor; it must not block, must be idempotent and must
+// eventually make the producer send its outcome on Done. A returned error (or a
+// panic) means the cancel failed and changes nothing.
+//
+// Done carries exactly one Outcome, sent after the producer released its
+// resources. troupe reads one value; a channel closed without one settles failed.
+//
+// ReadOutput, if set, makes the job a stream kind: each call returns the output
+// produced since the previous call (a consuming cursor). It is called on the job
+// actor while the job is live and on the registry after settlement; it must not block.
+type Hooks struct {
+	Cancel     func(reason string) error
+	Done       <-chan Outcome
+	ReadOutput func() (string, error)
+}
+
+// Spec is a request to start a background job (SPEC §2.1 JobStart).
+type Spec struct {
+	Kind  string // also the id prefix: bash → bash-1, bash-2, ...
+	Label string // a one-line, model-facing description
+	// OutputLimitBytes, if non-nil, must be a positive safe integer.
+	OutputLimitBytes *int64
+	// Owner is the agent instance that owns the job; nil for an unowned job.
+	Owner *owner.Agent
+	// Run starts the work and returns its hooks. It runs inside the registry's start
+	// message: it must return promptly and must not call the registry. An error or a
+	// panic registers nothing and uses no id.
+	Run func() (Hooks, error)
+}
+
+// ErrWaitTimeout is the context cause a wait's own deadline carries (SPEC's
+// TASK_WAIT_TIMEOUT): a wait ended by it returns the live snapshot and claims nothing.
+var ErrWaitTimeout = errors.New("TASK_WAIT_TIMEOUT")
+
+// The kill reasons troupe itself uses.
+const (
+	ReasonOwnerDisposed   = "owner disposed"
+	ReasonServiceDisposed = "jobs service disposed"
+)

@@ -1,0 +1,777 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/scope"
+)
+
+// Owner names the owner of a job as observers see it: the session id and the exact
+// incarnation. The zero value means an unowned job (DSH's `undefined`).
+type Owner struct {
+	Session string
+	PID     *actor.PID
+}
+
+// JobDoneFunc observes a settled job (SPEC §2.9 step 8). It runs on the registry
+// actor: it must not block or wait for a registry reply (use ListAsync).
+type JobDoneFunc func(snap *messages.JobSnapshot, owner Owner)
+
+// JobsChangedFunc observes a change in an owner's set of jobs (SPEC §2.10). It runs
+// on the registry actor under the same rules as JobDoneFunc.
+type JobsChangedFunc func(owner Owner)
+
+// The registry's own request messages (local values; see client.go).
+type (
+	startReq struct {
+		spec  job.Spec
+		reply chan<- startRes
+	}
+	startRes struct {
+		id  string
+		err error
+	}
+	getReq struct {
+		id, caller string
+		reply      chan<- getRes
+	}
+	getRes struct {
+		snap *messages.JobSnapshot
+		err  error
+	}
+	listReq struct {
+		caller string
+		reply  chan<- ListResult
+	}
+	regKind int
+	attachReq struct {
+		kind    regKind
+		token   uint64
+		scope   *scope.Scope
+		done    JobDoneFunc
+		changed JobsChangedFunc
+		reply   chan<- error
+	}
+	detachReq struct {
+		token uint64
+		reply chan<- struct{}
+	}
+	agentReq struct {
+		agent      *owner.Agent
+		unregister bool
+		reply      chan<- error
+	}
+	teardownReq struct {
+		key   string
+		reply chan<- struct{}
+	}
+	removeOwner   struct{ key string }
+	disposeReq    struct{ reply chan<- struct{} }
+	finishDispose struct{}
+	jobGone       struct{ id string }
+	observeReq    struct {
+		id, caller string
+		reply      chan<- getRes
+	}
+)
+
+const (
+	regController regKind = iota
+	regJobDone
+	regJobsChanged
+	regAgents
+)
+
+// ListResult answers List and ListAsync.
+type ListResult struct {
+	Jobs []*messages.JobSnapshot
+	Err  error
+}
+
+type registration struct {
+	kind    regKind
+	scope   scope.ID
+	done    JobDoneFunc
+	changed JobsChangedFunc
+}
+
+// Config configures the registry actor.
+type Config struct {
+	MaxConcurrentJobsPerOwner int
+	RootScope                 *scope.Scope // the global layer
+	Logger                    *slog.Logger
+	Now                       func() int64 // Unix milliseconds
+	Dispatcher                actor.Dispatcher
+	Watcher                   *job.Watcher
+}
+
+// registryActor owns admission, ids, routing and listing, the observer layers and
+// the agent registry. Everything here is touched only inside Receive.
+type registryActor struct {
+	cfg    Config
+	client *Client
+	adm    *Admission
+	idx    *Index
+	owners map[string]*ownerEntry
+
+	regs        map[uint64]*registration
+	controllers map[scope.ID]int
+	layers      map[scope.ID][]*registration // observers per scope layer, registration order
+
+	agentMounts int
+	agents      map[string]*actor.PID // session → registered instance
+
+	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
+
+	closed    bool // listeners closed: no onJobDone from now on
+	disposing *disposal
+	disposed  bool
+}
+
+type disposal struct {
+	pending map[string]bool
+	replies []chan<- struct{}
+}
+
+func newRegistryActor(cfg Config, client *Client) *registryActor {
+	return &registryActor{
+		cfg:         cfg,
+		client:      client,
+		adm:         NewAdmission(cfg.MaxConcurrentJobsPerOwner),
+		idx:         NewIndex(),
+		owners:      map[string]*ownerEntry{},
+		regs:        map[uint64]*registration{},
+		controllers: map[scope.ID]int{},
+		layers:      map[scope.ID][]*registration{},
+		agents:      map[string]*actor.PID{},
+		observers:   map[string][]chan<- getRes{},
+	}
+}
+
+func errDisposed() error {
+	return &messages.Error{Code: messages.CodeDisposed, Message: "jobs service disposed"}
+}
+
+func (r *registryActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *startReq:
+		id, err := r.start(c, m.spec)
+		m.reply <- startRes{id: id, err: err}
+	case *getReq:
+		rec, err := r.access(m.id, m.caller)
+		if err != nil {
+			m.reply <- getRes{err: err}
+			return
+		}
+		m.reply <- getRes{snap: rec.snapshot()}
+	case *listReq:
+		if r.disposed {
+			m.reply <- ListResult{Err: errDisposed()}
+			return
+		}
+		recs := r.idx.list(m.caller)
+		out := make([]*messages.JobSnapshot, len(recs))
+		for i, rec := range recs {
+			out[i] = rec.snapshot()
+		}
+		m.reply <- ListResult{Jobs: out}
+	case *observeReq:
+		rec, err := r.access(m.id, m.caller)
+		switch {
+		case err != nil:
+			m.reply <- getRes{err: err}
+		case rec.live():
+			r.observers[m.id] = append(r.observers[m.id], m.reply)
+		default:
+			m.reply <- getRes{snap: rec.snapshot()}
+		}
+	case *job.Read:
+		r.read(c, m)
+	case *job.Kill:
+		r.kill(c, m)
+	case *job.Wait:
+		r.wait(c, m)
+	case *job.WaitEnd:
+		if rec := r.idx.get(m.ID); rec != nil && rec.live() {
+			c.Send(rec.pid, m)
+		}
+	case *job.CountWaiters:
+		if rec := r.idx.get(m.ID); rec != nil && rec.live() {
+			c.Send(rec.pid, m)
+			return
+		}
+		m.Reply <- 0
+	case *job.StopRequested:
+		r.stopRequested(m)
+	case *job.Settled:
+		r.settled(c, m)
+	case *attachReq:
+		m.reply <- r.attach(m)
+	case *detachReq:
+		r.detach(m.token)
+		m.reply <- struct{}{}
+	case *agentReq:
+		m.reply <- r.agent(m)
+	case *teardownReq:
+		r.teardownOwner(c, m.key, m.reply)
+	case *owner.Stopped:
+		if p := r.agents[r.sessionOf(m.PID)]; p != nil && p.Equal(m.PID) {
+			delete(r.agents, r.sessionOf(m.PID))
+		}
+		r.teardownOwner(c, m.PID.Id, nil)
+	case *removeOwner:
+		r.removeOwner(m.key)
+	case *disposeReq:
+		r.dispose(c, m.reply)
+	case *finishDispose:
+		r.finishDispose()
+	case *actor.Terminated:
+		// A job actor stopped. Normally it handed its job over first; if not, its
+		// Settled (sent from its Stopping handler) is already queued ahead of this
+		// self-sent check, which then finds the record settled.
+		id := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
+		if rec := r.idx.get(id); rec != nil && rec.live() {
+			c.Send(c.Self(), &jobGone{id: id})
+		}
+	case *jobGone:
+		if rec := r.idx.get(m.id); rec != nil && rec.live() {
+			r.commitSettlement(c, rec, job.Decision{Status: job.Failed, HasDetail: true,
+				Detail: "Error: job actor stopped before the job settled", Reported: rec.reported}, r.cfg.Now(), nil, nil)
+		}
+	}
+}
+
+func (r *registryActor) sessionOf(pid *actor.PID) string {
+	if o := r.owners[pid.Id]; o != nil {
+		return o.session
+	}
+	for s, p := range r.agents {
+		if p.Equal(pid) {
+			return s
+		}
+	}
+	return ""
+}
+
+// serves is the controller gate (SPEC §2.10): a global controller serves everyone;
+// otherwise a controller somewhere on the owner's scope chain. Unowned jobs have
+// no chain, so only a global controller serves them.
+func (r *registryActor) serves(chain []scope.ID) bool {
+	if r.controllers[r.cfg.RootScope.ID()] > 0 {
+		return true
+	}
+	for _, id := range chain {
+		if r.controllers[id] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+const maxSafeInteger = 1<<53 - 1
+
+// start runs SPEC §2.2's preflight in order, then Run, then the registration commit.
+func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
+	if r.disposing != nil || r.disposed {
+		return "", errDisposed()
+	}
+	var chain []scope.ID
+	if spec.Owner != nil {
+		chain = spec.Owner.Scope().Chain()
+	}
+	if !r.serves(chain) {
+		return "", &messages.Error{Code: messages.CodeNoController, Message: TextNoController}
+	}
+	if spec.Kind == "" {
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job kind: expected a non-empty string")
+	}
+	if spec.Label == "" {
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job label: expected a non-empty string")
+	}
+	if l := spec.OutputLimitBytes; l != nil && (*l < 1 || *l > maxSafeInteger) {
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid outputLimitBytes: expected a positive safe integer, got %d", *l)
+	}
+	if spec.Run == nil {
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job run: expected a function")
+	}
+	var oe *ownerEntry
+	if a := spec.Owner; a != nil {
+		if r.agentMounts == 0 {
+			return "", &messages.Error{Code: messages.CodeNoAgentRegistry, Message: TextNoAgentRegistry}
+		}
+		notLive := messages.Errorf(messages.CodeOwnerNotLive,
+			"agent %q is not the registered agent instance (background job owner must be live)", a.Session())
+		if p := r.agents[a.Session()]; p == nil || !p.Equal(a.PID()) {
+			return "", notLive
+		}
+		oe = r.owners[a.PID().Id]
+		if oe == nil {
+			oe = &ownerEntry{key: a.PID().Id, pid: a.PID(), session: a.Session(), chain: chain}
+			r.owners[oe.key] = oe
+		}
+		if oe.tornDown {
+			return "", notLive
+		}
+		if oe.cleanup == nil {
+			key := oe.key
+			eff, err := a.Scope().Add(OwnerCleanupLabel, func(ctx context.Context) error {
+				return r.client.teardownOwner(ctx, key)
+			})
+			if err != nil {
+				return "", notLive
+			}
+			oe.cleanup = eff
+		}
+	}
+	key := ""
+	if oe != nil {
+		key = oe.key
+	}
+	if r.adm.Full(key) {
+		return "", messages.Errorf(messages.CodeCapacity,
+			"background job limit reached for this owner (limit: %d); use job_kill to stop an unneeded job, wait for it to finish, then retry", r.adm.Limit())
+	}
+	var hooks job.Hooks
+	if err := job.Protect(func() (e error) { hooks, e = spec.Run(); return }); err != nil {
+		return "", &messages.Error{Code: messages.CodeRunFailed, Message: err.Error(), Cause: err}
+	}
+	if hooks.Done == nil {
+		if hooks.Cancel != nil {
+			_ = job.Protect(func() error { return hooks.Cancel("invalid job hooks") })
+		}
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: Done is nil (a producer must return a Done channel)")
+	}
+	id := r.adm.NextID(spec.Kind)
+	r.adm.Take(key)
+	rec := &record{
+		Meta: job.Meta{
+			ID: id, Kind: spec.Kind, Label: spec.Label, OutputLimitBytes: spec.OutputLimitBytes,
+			StartedAt: r.cfg.Now(), Stream: hooks.ReadOutput != nil,
+		},
+		owner:  oe,
+		status: job.Running,
+		slot:   true,
+	}
+	if oe != nil {
+		s := oe.session
+		rec.OwnerSession = &s
+	}
+	props := job.Props(job.Config{
+		Meta: rec.Meta, Hooks: hooks, Registry: c.Self(), Watcher: r.cfg.Watcher,
+		Logger: r.cfg.Logger, Now: r.cfg.Now,
+	})
+	if r.cfg.Dispatcher != nil {
+		props = props.Configure(actor.WithDispatcher(r.cfg.Dispatcher))
+	}
+	pid, err := c.SpawnNamed(props, id)
+	if err != nil {
+		// Ids are never reused by one registry, so the name is free; this is a bug.
+		panic(fmt.Sprintf("jobs: spawning job actor %s: %v", id, err))
+	}
+	rec.pid = pid
+	r.idx.add(rec)
+	r.fireChanged(oe)
+	return id, nil
+}
+
+// access is the unknown-id check, then the session fence (SPEC §2.5).
+func (r *registryActor) access(id, caller string) (*record, error) {
+	if r.disposed {
+		return nil, errDisposed()
+	}
+	rec := r.idx.get(id)
+	if rec == nil {
+		return nil, &messages.Error{Code: messages.CodeNotFound, Message: "unknown job " + id,
+			Details: map[string]string{"jobId": id, "sessionId": caller}}
+	}
+	if rec.owner != nil && rec.owner.session != caller {
+		return nil, &messages.Error{Code: messages.CodeForeign, Message: "job " + id + " belongs to another session",
+			Details: map[string]string{"jobId": id, "sessionId": caller}}
+	}
+	return rec, nil
+}
+
+func (r *registryActor) read(c actor.Context, m *job.Read) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.ReadResult{Err: err}
+		return
+	}
+	if rec.live() {
+		c.Send(rec.pid, m)
+		return
+	}
+	text := rec.output
+	if rec.Stream {
+		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
+			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: err.Error(), Cause: err}}
+			return
+		}
+	}
+	rec.reported = true
+	m.Reply <- job.ReadResult{Text: text, Snapshot: rec.snapshot()}
+}
+
+func (r *registryActor) kill(c actor.Context, m *job.Kill) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.KillResult{Err: err}
+		return
+	}
+	if rec.live() {
+		c.Send(rec.pid, m)
+		return
+	}
+	if !m.NoClaim {
+		rec.reported = true
+	}
+	m.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_ALREADY_FINISHED, Snapshot: rec.snapshot()}
+}
+
+func (r *registryActor) wait(c actor.Context, m *job.Wait) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.WaitResult{Err: err}
+		return
+	}
+	if m.Timeout <= 0 {
+		m.Reply <- job.WaitResult{Err: messages.Errorf(messages.CodeInvalidWaitTimeout,
+			"invalid wait timeout: expected a positive number of milliseconds, got %s", jsonMillis(m.Timeout))}
+		return
+	}
+	if rec.live() {
+		c.Send(rec.pid, m)
+		return
+	}
+	rec.reported = true
+	m.Reply <- job.WaitResult{Snapshot: rec.snapshot()}
+}
+
+// jsonMillis renders a duration in milliseconds as JSON.stringify renders the number.
+func jsonMillis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+}
+
+func (r *registryActor) stopRequested(m *job.StopRequested) {
+	rec := r.idx.get(m.ID)
+	if rec == nil {
+		return
+	}
+	if rec.live() {
+		rec.status = job.Stopping
+		rec.reported = m.Reported
+	}
+	if m.Kill != nil {
+		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: rec.snapshot()}
+	}
+	r.fireChanged(rec.owner)
+}
+
+func (r *registryActor) settled(c actor.Context, m *job.Settled) {
+	rec := r.idx.get(m.ID)
+	if rec == nil || !rec.live() {
+		// Only after jobGone force-failed the record: answer the waiters anyway.
+		for _, w := range m.Waiters {
+			if rec != nil {
+				w <- job.WaitResult{Snapshot: rec.snapshot()}
+			} else {
+				w <- job.WaitResult{Err: errDisposed()}
+			}
+		}
+		return
+	}
+	r.commitSettlement(c, rec, m.Decision, m.FinishedAt, m.Waiters, m.ReadOutput)
+}
+
+// commitSettlement is SPEC §2.9 from the registry's side, in its fixed order: record
+// (with the claim decided by the job's core), snapshot, release waiters, free the
+// slot, changed, then — unless listeners are closed — done, announced last.
+func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Decision, finishedAt int64,
+	waiters []chan<- job.WaitResult, readOutput func() (string, error)) {
+	pid := rec.pid
+	rec.pid = nil
+	rec.status = d.Status
+	rec.hasDetail, rec.detail = d.HasDetail, d.Detail
+	rec.finishedAt = finishedAt
+	rec.reported = d.Reported
+	rec.output = d.Output
+	rec.readOutput = readOutput
+	if rec.slot {
+		rec.slot = false
+		r.adm.Release(rec.ownerKey())
+	}
+	for _, w := range waiters {
+		w <- job.WaitResult{Snapshot: rec.snapshot()}
+	}
+	c.Poison(pid)
+	r.fireChanged(rec.owner)
+	if !r.closed {
+		r.fireDone(rec)
+	}
+	for _, o := range r.observers[rec.ID] {
+		o <- getRes{snap: rec.snapshot()}
+	}
+	delete(r.observers, rec.ID)
+	if o := rec.owner; o != nil && o.teardown != nil && o.teardown.pending[rec.ID] {
+		delete(o.teardown.pending, rec.ID)
+		if len(o.teardown.pending) == 0 {
+			// Removal commits after the queries this settlement's observers sent.
+			c.Send(c.Self(), &removeOwner{key: o.key})
+		}
+	}
+	if d := r.disposing; d != nil && d.pending[rec.ID] {
+		delete(d.pending, rec.ID)
+		if len(d.pending) == 0 {
+			c.Send(c.Self(), &finishDispose{})
+		}
+	}
+}
+
+func ownerOf(o *ownerEntry) Owner {
+	if o == nil {
+		return Owner{}
+	}
+	return Owner{Session: o.session, PID: o.pid}
+}
+
+// layersFor returns the observer layers for an owner: the global layer, then the
+// owner's scope chain from the farthest ancestor down (SPEC §1.3 rule 12).
+func (r *registryActor) layersFor(o *ownerEntry) []scope.ID {
+	root := r.cfg.RootScope.ID()
+	if o == nil {
+		return []scope.ID{root}
+	}
+	if len(o.chain) > 0 && o.chain[0] == root {
+		return o.chain
+	}
+	return append([]scope.ID{root}, o.chain...)
+}
+
+func (r *registryActor) fireChanged(o *ownerEntry) {
+	who := ownerOf(o)
+	for _, layer := range r.layersFor(o) {
+		for _, reg := range r.layers[layer] {
+			if reg.kind != regJobsChanged {
+				continue
+			}
+			if err := job.Protect(func() error { reg.changed(who); return nil }); err != nil {
+				r.cfg.Logger.Warn("jobs: onJobsChanged listener threw: " + err.Error())
+			}
+		}
+	}
+}
+
+func (r *registryActor) fireDone(rec *record) {
+	who := ownerOf(rec.owner)
+	for _, layer := range r.layersFor(rec.owner) {
+		for _, reg := range r.layers[layer] {
+			if reg.kind != regJobDone {
+				continue
+			}
+			snap := rec.snapshot()
+			if err := job.Protect(func() error { reg.done(snap, who); return nil }); err != nil {
+				r.cfg.Logger.Warn(fmt.Sprintf("jobs: onJobDone listener threw for %s: %s", rec.ID, err.Error()))
+			}
+		}
+	}
+}
+
+func (r *registryActor) attach(m *attachReq) error {
+	reg := &registration{kind: m.kind, scope: m.scope.ID(), done: m.done, changed: m.changed}
+	r.regs[m.token] = reg
+	switch m.kind {
+	case regController:
+		r.controllers[reg.scope]++
+	case regAgents:
+		r.agentMounts++
+	default:
+		r.layers[reg.scope] = append(r.layers[reg.scope], reg)
+	}
+	return nil
+}
+
+func (r *registryActor) detach(token uint64) {
+	reg := r.regs[token]
+	if reg == nil {
+		return
+	}
+	delete(r.regs, token)
+	switch reg.kind {
+	case regController:
+		if r.controllers[reg.scope]--; r.controllers[reg.scope] <= 0 {
+			delete(r.controllers, reg.scope)
+		}
+	case regAgents:
+		if r.agentMounts--; r.agentMounts == 0 {
+			clear(r.agents)
+		}
+	default:
+		l := r.layers[reg.scope]
+		for i, x := range l {
+			if x == reg {
+				l = append(l[:i:i], l[i+1:]...)
+				break
+			}
+		}
+		if len(l) == 0 {
+			delete(r.layers, reg.scope)
+		} else {
+			r.layers[reg.scope] = l
+		}
+	}
+}
+
+func (r *registryActor) agent(m *agentReq) error {
+	s := m.agent.Session()
+	if m.unregister {
+		if p := r.agents[s]; p != nil && p.Equal(m.agent.PID()) {
+			delete(r.agents, s)
+		}
+		return nil
+	}
+	if r.agentMounts == 0 {
+		return &messages.Error{Code: messages.CodeNoAgentRegistry, Message: TextNoAgentRegistry}
+	}
+	if o := r.owners[m.agent.PID().Id]; o != nil && o.tornDown {
+		return messages.Errorf(messages.CodeOwnerNotLive, "agent %q has been torn down and cannot be registered again", s)
+	}
+	r.agents[s] = m.agent.PID()
+	return nil
+}
+
+// teardownOwner runs owner disposal (SPEC §2.11) for one exact incarnation: claim and
+// cancel each of its live jobs with reason "owner disposed", await their
+// settlements, then remove all its records and fire one change.
+func (r *registryActor) teardownOwner(c actor.Context, key string, reply chan<- struct{}) {
+	o := r.owners[key]
+	if o == nil {
+		// Never started a job: nothing to tear down; refuse later starts all the same.
+		r.owners[key] = &ownerEntry{key: key, tornDown: true}
+		if reply != nil {
+			reply <- struct{}{}
+		}
+		return
+	}
+	if o.teardown != nil {
+		if reply != nil {
+			o.teardown.replies = append(o.teardown.replies, reply)
+		}
+		return
+	}
+	if o.tornDown && len(o.records) == 0 {
+		if reply != nil {
+			reply <- struct{}{}
+		}
+		return
+	}
+	o.tornDown = true
+	t := &teardown{pending: map[string]bool{}}
+	if reply != nil {
+		t.replies = append(t.replies, reply)
+	}
+	o.teardown = t
+	for _, rec := range o.records {
+		if rec.live() {
+			t.pending[rec.ID] = true
+			c.Send(rec.pid, &job.Teardown{Reason: job.ReasonOwnerDisposed})
+		}
+	}
+	if len(t.pending) == 0 {
+		c.Send(c.Self(), &removeOwner{key: key})
+	}
+}
+
+func (r *registryActor) removeOwner(key string) {
+	o := r.owners[key]
+	if o == nil || o.teardown == nil {
+		return
+	}
+	t := o.teardown
+	o.teardown = nil
+	if r.idx.removeOwner(o) > 0 {
+		r.fireChanged(o)
+	}
+	o.cleanup = nil
+	for _, reply := range t.replies {
+		reply <- struct{}{}
+	}
+}
+
+// dispose is service disposal (SPEC §2.11): close listeners, cancel-for-teardown
+// every live job, and finish once all have settled.
+func (r *registryActor) dispose(c actor.Context, reply chan<- struct{}) {
+	if r.disposed {
+		reply <- struct{}{}
+		return
+	}
+	if r.disposing != nil {
+		r.disposing.replies = append(r.disposing.replies, reply)
+		return
+	}
+	r.closed = true
+	d := &disposal{pending: map[string]bool{}, replies: []chan<- struct{}{reply}}
+	r.disposing = d
+	for _, rec := range r.idx.all() {
+		if rec.live() {
+			d.pending[rec.ID] = true
+			c.Send(rec.pid, &job.Teardown{Reason: job.ReasonServiceDisposed})
+		}
+	}
+	if len(d.pending) == 0 {
+		c.Send(c.Self(), &finishDispose{})
+	}
+}
+
+func (r *registryActor) finishDispose() {
+	d := r.disposing
+	if d == nil {
+		return
+	}
+	var owners []*ownerEntry
+	seen := map[*ownerEntry]bool{}
+	for _, rec := range r.idx.all() {
+		if !seen[rec.owner] {
+			seen[rec.owner] = true
+			owners = append(owners, rec.owner)
+		}
+	}
+	r.idx.clear()
+	for _, o := range owners {
+		r.fireChanged(o)
+	}
+	for _, o := range r.owners {
+		if o.cleanup != nil {
+			o.cleanup.Detach()
+			o.cleanup = nil
+		}
+		if t := o.teardown; t != nil {
+			o.teardown = nil
+			for _, reply := range t.replies {
+				reply <- struct{}{}
+			}
+		}
+	}
+	r.disposing = nil
+	r.disposed = true
+	for _, reply := range d.replies {
+		reply <- struct{}{}
+	}
+}
+
+// Texts whose verbatim prefix SPEC pins (§1.3 rule 23); the hint names troupe's API.
+const (
+	TextNoController    = "background jobs unavailable: no job controller serves this agent (attach a controller in the agent's scope: mount troupe's job tools there, or call Jobs.AttachController)"
+	TextNoAgentRegistry = "background job ownership requires the agent registry (mount it with Jobs.MountAgents)"
+	// OwnerCleanupLabel is the label of the owner-disposal effect in an owner's scope.
+	OwnerCleanupLabel = "jobs.ownerCleanup()"
+)

@@ -1,0 +1,302 @@
+package registry
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/supervision"
+)
+
+// Client is the handle to the job registry actor: every method is a message to it
+// (or, routed by it, to a job actor) and waits for the one reply. It is safe for
+// concurrent use. Methods that wait for a reply must not be called from an
+// observer (JobDoneFunc, JobsChangedFunc), which runs on the registry itself; use
+// ListAsync there.
+type Client struct {
+	root    *actor.RootContext
+	pid     *actor.PID
+	stopped <-chan struct{}
+	tokens  atomic.Uint64
+}
+
+// Spawn starts the registry actor. stopped must be closed once the actor system
+// no longer runs it, so no caller waits forever on a reply that cannot come.
+func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Client, error) {
+	c := &Client{root: system.Root, stopped: stopped}
+	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
+		actor.WithSupervisor(supervision.JobStrategy()),
+		actor.WithGuardian(supervision.RegistryStrategy()))
+	if cfg.Dispatcher != nil {
+		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
+	}
+	pid, err := system.Root.SpawnNamed(props, "registry")
+	if err != nil {
+		return nil, err
+	}
+	c.pid = pid
+	return c, nil
+}
+
+// PID returns the registry actor's PID.
+func (c *Client) PID() *actor.PID { return c.pid }
+
+func stoppedErr() error {
+	return &messages.Error{Code: messages.CodeStopped, Message: "troupe system is shut down"}
+}
+
+func await[T any](c *Client, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-c.stopped:
+		var zero T
+		return zero, stoppedErr()
+	}
+}
+
+// Start runs SPEC §2.2: preflight, the producer's Run, then registration. It returns
+// the new id (`<kind>-N`) or a coded error; on error nothing is registered.
+func (c *Client) Start(spec job.Spec) (string, error) {
+	reply := make(chan startRes, 1)
+	c.root.Send(c.pid, &startReq{spec: spec, reply: reply})
+	res, err := await(c, reply)
+	if err != nil {
+		return "", err
+	}
+	return res.id, res.err
+}
+
+// Get returns a non-consuming snapshot of a job visible to caller (a session id; ""
+// for a caller with no agent). It never touches the read cursor or the claim.
+func (c *Client) Get(id, caller string) (*messages.JobSnapshot, error) {
+	reply := make(chan getRes, 1)
+	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply})
+	res, err := await(c, reply)
+	if err != nil {
+		return nil, err
+	}
+	return res.snap, res.err
+}
+
+// AwaitSettled waits until the job has settled and its settlement step — observers
+// included — has run, and returns the settled snapshot. Unlike Wait it claims
+// nothing and counts as no waiter: it is an observation, for UIs and tests.
+func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
+	reply := make(chan getRes, 1)
+	c.root.Send(c.pid, &observeReq{id: id, caller: caller, reply: reply})
+	select {
+	case res := <-reply:
+		return res.snap, res.err
+	case <-c.stopped:
+		return nil, stoppedErr()
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// List returns the jobs visible to caller in registration order: its session's own
+// and every unowned job.
+func (c *Client) List(caller string) ([]*messages.JobSnapshot, error) {
+	res, err := await(c, c.ListAsync(caller))
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, res.Err
+}
+
+// ListAsync sends a list query and returns where its answer will arrive. The query
+// is queued before ListAsync returns, so an observer that calls it sees every
+// commit made before it was called (SPEC §1.3 rule 12).
+func (c *Client) ListAsync(caller string) <-chan ListResult {
+	reply := make(chan ListResult, 1)
+	c.root.Send(c.pid, &listReq{caller: caller, reply: reply})
+	return reply
+}
+
+// Read returns the job's new output and a snapshot taken after the read (SPEC §2.6):
+// the consuming delta for a stream kind; for a final-output kind "" while live and
+// the final output, idempotently, after settlement. A read of a settled job claims
+// its completion report.
+func (c *Client) Read(id, caller string) (string, *messages.JobSnapshot, error) {
+	reply := make(chan job.ReadResult, 1)
+	c.root.Send(c.pid, &job.Read{ID: id, Caller: caller, Reply: reply})
+	res, err := await(c, reply)
+	if err != nil {
+		return "", nil, err
+	}
+	return res.Text, res.Snapshot, res.Err
+}
+
+// KillOptions are a kill's options (SPEC §1.3 rule 3). The zero value claims the
+// completion report and gives no reason.
+type KillOptions struct {
+	Reason  string
+	NoClaim bool
+}
+
+// Kill asks a job's producer to stop: the producer's Cancel runs first, and if it
+// fails nothing changes and its error is returned. It returns requested (the job is
+// stopping) or already-finished, with a snapshot taken in the same step.
+func (c *Client) Kill(id, caller string, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
+	reply := make(chan job.KillResult, 1)
+	c.root.Send(c.pid, &job.Kill{ID: id, Caller: caller, Reason: opts.Reason, NoClaim: opts.NoClaim, Reply: reply})
+	res, err := await(c, reply)
+	if err != nil {
+		return 0, nil, err
+	}
+	return res.Result, res.Snapshot, res.Err
+}
+
+// Wait waits up to timeout for the job to settle (SPEC §2.8, §1.3 rules 10–11). On
+// settlement it returns the settled snapshot (and claims the report); when timeout
+// passes it returns the live snapshot and claims nothing; when ctx ends first it
+// fails with job/wait-aborted and the job keeps running.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, caller string) (*messages.JobSnapshot, error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, timeout, job.ErrWaitTimeout)
+	defer cancel()
+	reply := make(chan job.WaitResult, 1)
+	token := c.tokens.Add(1)
+	c.root.Send(c.pid, &job.Wait{ID: id, Caller: caller, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply})
+	select {
+	case res := <-reply:
+		return res.Snapshot, res.Err
+	case <-c.stopped:
+		return nil, stoppedErr()
+	case <-wctx.Done():
+		c.root.Send(c.pid, &job.WaitEnd{ID: id, Token: token})
+	}
+	res, err := await(c, reply)
+	if err != nil {
+		return nil, err
+	}
+	return res.Snapshot, res.Err
+}
+
+// Waiters returns how many waits are pending on a job (test inspection).
+func (c *Client) Waiters(id string) (int, error) {
+	reply := make(chan int, 1)
+	c.root.Send(c.pid, &job.CountWaiters{ID: id, Reply: reply})
+	return await(c, reply)
+}
+
+// Dispose is service disposal (SPEC §2.11): no onJobDone from now on, every live job
+// cancelled with reason "jobs service disposed", all settlements awaited, the store
+// emptied. Later calls fail with job/disposed. ctx stops the waiting only.
+func (c *Client) Dispose(ctx context.Context) error {
+	reply := make(chan struct{}, 1)
+	c.root.Send(c.pid, &disposeReq{reply: reply})
+	select {
+	case <-reply:
+		return nil
+	case <-c.stopped:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *Client) teardownOwner(ctx context.Context, key string) error {
+	reply := make(chan struct{}, 1)
+	c.root.Send(c.pid, &teardownReq{key: key, reply: reply})
+	select {
+	case <-reply:
+	case <-c.stopped:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// AttachController attaches a job controller in sc (SPEC §2.10): starts are served
+// for owners composed under sc (for every owner when sc is the global scope). The
+// returned effect detaches it (Run; idempotent); disposing sc detaches it too.
+func (c *Client) AttachController(sc *scope.Scope, name string) (*scope.Effect, error) {
+	return c.register(sc, "jobs.controller("+name+")", &attachReq{kind: regController})
+}
+
+// OnJobDone registers a completion observer in sc's layer.
+func (c *Client) OnJobDone(sc *scope.Scope, fn JobDoneFunc) (*scope.Effect, error) {
+	return c.register(sc, "jobs.onJobDone()", &attachReq{kind: regJobDone, done: fn})
+}
+
+// OnJobsChanged registers a change observer in sc's layer.
+func (c *Client) OnJobsChanged(sc *scope.Scope, fn JobsChangedFunc) (*scope.Effect, error) {
+	return c.register(sc, "jobs.onJobsChanged()", &attachReq{kind: regJobsChanged, changed: fn})
+}
+
+// MountAgents mounts the agent registry (session id → registered instance) for as
+// long as the returned effect and sc live. Without it, owned starts fail.
+func (c *Client) MountAgents(sc *scope.Scope) (*scope.Effect, error) {
+	return c.register(sc, "agents.mount()", &attachReq{kind: regAgents})
+}
+
+func (c *Client) register(sc *scope.Scope, label string, req *attachReq) (*scope.Effect, error) {
+	req.token = c.tokens.Add(1)
+	req.scope = sc
+	reply := make(chan error, 1)
+	req.reply = reply
+	c.root.Send(c.pid, req)
+	if err, werr := await(c, reply); werr != nil || err != nil {
+		return nil, firstErr(werr, err)
+	}
+	eff, err := sc.Add(label, func(ctx context.Context) error { return c.detach(ctx, req.token) })
+	if err != nil {
+		_ = c.detach(context.Background(), req.token)
+		return nil, err
+	}
+	return eff, nil
+}
+
+func (c *Client) detach(ctx context.Context, token uint64) error {
+	reply := make(chan struct{}, 1)
+	c.root.Send(c.pid, &detachReq{token: token, reply: reply})
+	select {
+	case <-reply:
+	case <-c.stopped:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// RegisterAgent makes a the registered instance of its session (replacing any
+// earlier one). Disposing a's scope unregisters it.
+func (c *Client) RegisterAgent(a *owner.Agent) error {
+	reply := make(chan error, 1)
+	c.root.Send(c.pid, &agentReq{agent: a, reply: reply})
+	if err, werr := await(c, reply); werr != nil || err != nil {
+		return firstErr(werr, err)
+	}
+	_, err := a.Scope().Add("agents.unregister()", func(context.Context) error { return c.UnregisterAgent(a) })
+	if err != nil {
+		_ = c.UnregisterAgent(a)
+		return err
+	}
+	return nil
+}
+
+// UnregisterAgent removes a from the agent registry if it is the registered instance.
+func (c *Client) UnregisterAgent(a *owner.Agent) error {
+	reply := make(chan error, 1)
+	c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: reply})
+	if err, werr := await(c, reply); werr != nil || err != nil {
+		return firstErr(werr, err)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// ID identifies a scope for the lifetime of the process.
+type ID uint64
+
+var nextID atomic.Uint64
+
+// Scope is a node of the registration tree. The zero value is not usable; make a
+// root with NewRoot and children with Child.
+type Scope struct {
+	id     ID
+	label  string
+	parent *Scope
+	chain  []ID // root first, this scope last; immutable
+
+	teardownErr error // written before mu.done closes, read after
+
+	mu struct {
+		sync.Mutex
+		effects  []*Effect
+		children []*Scope
+		disposed bool
+		done     chan struct{} // closed when a Dispose has finished
+	}
+}
+
+// NewRoot makes a global scope: the root of a new tree.
+func NewRoot(label string) *Scope {
+	s := &Scope{id: ID(nextID.Add(1)), label: label}
+	s.chain = []ID{s.id}
+	return s
+}
+
+// Child makes a scope under s. It fails with scope/disposed once s is disposed.
+func (s *Scope) Child(label string) (*Scope, error) {
+	c := &Scope{id: ID(nextID.Add(1)), label: label, parent: s}
+	c.chain = append(slices.Clip(s.chain), c.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.disposed {
+		return nil, disposedErr(s)
+	}
+	s.mu.children = append(s.mu.children, c)
+	return c, nil
+}
+
+// ID returns the scope's identity.
+func (s *Scope) ID() ID { return s.id }
+
+// Label returns the label the scope was made with.
+func (s *Scope) Label() string { return s.label }
+
+// Parent returns the enclosing scope, nil for a root.
+func (s *Scope) Parent() *Scope { return s.parent }
+
+// Chain returns the ids from the root to s (root first). Callers must not modify it.
+func (s *Scope) Chain() []ID { return s.chain }
+
+// Root reports whether s is a root (global) scope.
+func (s *Scope) Root() bool { return s.parent == nil }
+
+// Disposed reports whether Dispose has begun on s or an ancestor.
+func (s *Scope) Disposed() bool {
+	for p := s; p != nil; p = p.parent {
+		p.mu.Lock()
+		d := p.mu.disposed
+		p.mu.Unlock()
+		if d {
+			return true
+		}
+	}
+	return false
+}
+
+// Effect is one registration in a scope.
+type Effect struct {
+	scope *Scope
+	label string
+	fn    func(context.Context) error
+	once  sync.Once
+	err   error
+}
+
+// Label names the effect (for example `jobs.ownerCleanup()`).
+func (e *Effect) Label() string { return e.label }
+
+// Add registers fn under label. fn runs at most once: on e.Run or on scope disposal.
+func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, error) {
+	e := &Effect{scope: s, label: label, fn: fn}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.disposed {
+		return nil, disposedErr(s)
+	}
+	s.mu.effects = append(s.mu.effects, e)
+	return e, nil
+}
+
+// Run removes the effect from its scope and runs it, once; later calls return the
+// first call's error without running it again.
+func (e *Effect) Run(ctx context.Context) error {
+	e.Detach()
+	e.once.Do(func() { e.err = e.fn(ctx) })
+	return e.err
+}
+
+// Detach removes the effect from its scope without running it. The effect can
+// still be Run explicitly.
+func (e *Effect) Detach() {
+	s := e.scope
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.mu.effects, e); i >= 0 {
+		s.mu.effects = slices.Delete(s.mu.effects, i, i+1)
+	}
+}
+
+// Effects lists the labels of the scope's live effects, oldest first.
+func (s *Scope) Effects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.mu.effects))
+	for i, e := range s.mu.effects {
+		out[i] = e.label
+	}
+	return out
+}
+
+// Dispose disposes the scope's children, then runs its effects newest first, and
+// returns when they are done or when ctx ends, whichever comes first; a ctx that
+// ends never stops the teardown itself. It is idempotent: every call waits for the
+// same teardown. The returned error joins the effects' errors, or is ctx's error.
+func (s *Scope) Dispose(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.mu.disposed {
+		s.mu.disposed = true
+		s.mu.done = make(chan struct{})
+		go s.teardown()
+	}
+	done := s.mu.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return s.teardownErr
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *Scope) teardown() {
+	s.mu.Lock()
+	children := s.mu.children
+	s.mu.children = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range slices.Backward(children) {
+		if err := c.Dispose(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for {
+		s.mu.Lock()
+		n := len(s.mu.effects)
+		if n == 0 {
+			s.mu.Unlock()
+			break
+		}
+		e := s.mu.effects[n-1]
+		s.mu.Unlock()
+		if err := e.Run(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.teardownErr = errors.Join(errs...)
+	close(s.mu.done)
+}
+
+func disposedErr(s *Scope) error {
+	return messages.Errorf(messages.CodeScopeDisposed, "scope %q is disposed", s.label)
+}

@@ -1,0 +1,178 @@
+// Package troupe is an actor-model runtime, on protoactor-go, for the long-running
+// work of LLM agent systems: background jobs with first-wins settlement, owned by
+// agent incarnations, fenced by session, and torn down with them.
+//
+// The embedder's contract:
+//  1. New(Config) starts a System: an actor system with the job registry actor.
+//  2. Attach a job controller in the Scope your agents are composed under
+//     (Jobs().AttachController) and mount the agent registry (Jobs().MountAgents).
+//  3. NewAgent spawns an agent incarnation's owner actor; RegisterAgent makes it
+//     the live instance of its session, which may then own jobs.
+//  4. Jobs().Start runs a producer as a job; Read, List, Kill, Wait address it by id,
+//     fenced by the caller's session id.
+//  5. Shutdown(ctx) refuses new work, tears every job down, stops the actors and
+//     waits; it is idempotent and honours ctx's deadline.
+package troupe
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/scope"
+)
+
+// DefaultMaxConcurrentJobsPerOwner is SPEC §2.4's default admission limit.
+const DefaultMaxConcurrentJobsPerOwner = 10
+
+// deadLetterThrottle bounds how long protoactor's dead-letter throttle goroutine
+// outlives the last dead letter (its default is 1 s).
+const deadLetterThrottle = 10 * time.Millisecond
+
+const maxSafeInteger = 1<<53 - 1
+
+// Config configures a System. The zero value is valid and means the defaults.
+type Config struct {
+	// MaxConcurrentJobsPerOwner is the admission limit per exact owner incarnation
+	// (and for the shared unowned bucket). nil means 10; a present value must be a
+	// positive safe integer.
+	MaxConcurrentJobsPerOwner *int64
+	// Logger receives troupe's warnings (SPEC's "jobs: …" texts). nil means slog.Default().
+	Logger *slog.Logger
+	// Clock stamps startedAt and finishedAt. nil means time.Now.
+	Clock func() time.Time
+	// Dispatcher runs every troupe actor's mailbox. nil means protoactor's default;
+	// tests pass a seeded dispatcher to replay a schedule exactly.
+	Dispatcher actor.Dispatcher
+	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
+	// (a discarding protoactor logger and a 10 ms dead-letter throttle).
+	ActorSystemOptions []actor.ConfigOption
+}
+
+// DefaultConfig returns the defaults with every optional value left unset.
+func DefaultConfig() Config { return Config{} }
+
+// Validate checks every present value.
+func (c Config) Validate() error {
+	if p := c.MaxConcurrentJobsPerOwner; p != nil && (*p < 1 || *p > maxSafeInteger) {
+		return messages.Errorf(messages.CodeInvalidConfig,
+			"invalid maxConcurrentJobsPerOwner: expected a positive safe integer, got %d", *p)
+	}
+	return nil
+}
+
+// System is one troupe runtime: a protoactor actor system, its global Scope and
+// the job registry.
+type System struct {
+	actors *actor.ActorSystem
+	root   *scope.Scope
+	jobs   *registry.Client
+	watch  *job.Watcher
+
+	stopped  chan struct{}
+	shutdown sync.Once
+	done     chan struct{}
+	err      error
+}
+
+// New validates cfg and starts a System.
+func New(cfg Config) (*System, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	limit := int64(DefaultMaxConcurrentJobsPerOwner)
+	if cfg.MaxConcurrentJobsPerOwner != nil {
+		limit = *cfg.MaxConcurrentJobsPerOwner
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := append([]actor.ConfigOption{
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(deadLetterThrottle),
+	}, cfg.ActorSystemOptions...)
+	s := &System{
+		actors:  actor.NewActorSystem(opts...),
+		root:    scope.NewRoot("global"),
+		watch:   job.NewWatcher(),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	jobs, err := registry.Spawn(s.actors, registry.Config{
+		MaxConcurrentJobsPerOwner: int(limit),
+		RootScope:                 s.root,
+		Logger:                    logger,
+		Now:                       func() int64 { return clock().UnixMilli() },
+		Dispatcher:                cfg.Dispatcher,
+		Watcher:                   s.watch,
+	}, s.stopped)
+	if err != nil {
+		s.watch.Close()
+		s.actors.Shutdown()
+		return nil, err
+	}
+	s.jobs = jobs
+	return s, nil
+}
+
+// Scope returns the global scope: registrations here serve every owner.
+func (s *System) Scope() *scope.Scope { return s.root }
+
+// Jobs returns the job registry.
+func (s *System) Jobs() *registry.Client { return s.jobs }
+
+// Actors returns the underlying protoactor actor system.
+func (s *System) Actors() *actor.ActorSystem { return s.actors }
+
+// NewAgent spawns the owner actor of a new incarnation of session, composed under
+// parent (nil: the global scope). It is not registered: call Jobs().RegisterAgent.
+func (s *System) NewAgent(parent *scope.Scope, session string) (*owner.Agent, error) {
+	if parent == nil {
+		parent = s.root
+	}
+	return owner.Spawn(s.actors.Root, parent, session, s.jobs.PID())
+}
+
+// Shutdown stops the system in two phases: first it refuses new work and tears down
+// (the global scope's agents and registrations, then every job, SPEC §2.11's service
+// disposal), then it stops the actors and waits for them. It is idempotent; every
+// call waits for the same shutdown, until ctx ends.
+func (s *System) Shutdown(ctx context.Context) error {
+	s.shutdown.Do(func() { go s.stop() })
+	select {
+	case <-s.done:
+		return s.err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *System) stop() {
+	defer close(s.done)
+	bg := context.Background()
+	// Phase 1: agents first (their jobs are torn down by identity), then the service.
+	rootErr := s.root.Dispose(bg)
+	_ = s.jobs.Dispose(bg)
+	// Phase 2: stop the registry (and with it any job actor) and wait.
+	if err := s.actors.Root.PoisonFuture(s.jobs.PID()).Wait(); err != nil && rootErr == nil {
+		rootErr = err
+	}
+	close(s.stopped)
+	s.watch.Close()
+	s.actors.Shutdown()
+	s.err = rootErr
+}

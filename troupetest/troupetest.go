@@ -1,0 +1,242 @@
+// Package troupetest has what tests of troupe, and of code built on it, need: a
+// System wired for tests, a controllable producer, and a warning recorder.
+package troupetest
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// shutdownBudget bounds a test system's shutdown.
+const shutdownBudget = 10 * time.Second
+
+// NewSystem starts a System for t with a recording logger and shuts it down when t
+// ends. mutate, if given, edits the config first.
+func NewSystem(t testing.TB, mutate ...func(*troupe.Config)) (*troupe.System, *Logs) {
+	t.Helper()
+	logs := &Logs{}
+	cfg := troupe.DefaultConfig()
+	cfg.Logger = slog.New(logs)
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	sys, err := troupe.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		require.NoError(t, sys.Shutdown(ctx))
+	})
+	return sys, logs
+}
+
+// Served returns a System with a global job controller and a mounted agent registry.
+func Served(t testing.TB, mutate ...func(*troupe.Config)) (*troupe.System, *Logs) {
+	t.Helper()
+	sys, logs := NewSystem(t, mutate...)
+	_, err := sys.Jobs().AttachController(sys.Scope(), "test")
+	require.NoError(t, err)
+	_, err = sys.Jobs().MountAgents(sys.Scope())
+	require.NoError(t, err)
+	return sys, logs
+}
+
+// Agent spawns and registers an agent incarnation of session under the global scope.
+func Agent(t testing.TB, sys *troupe.System, session string) *owner.Agent {
+	t.Helper()
+	a, err := sys.NewAgent(nil, session)
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(a))
+	return a
+}
+
+// Logs is a slog.Handler that records messages, for asserting SPEC's warning texts.
+type Logs struct {
+	mu struct {
+		sync.Mutex
+		lines []string
+	}
+}
+
+func (l *Logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *Logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.lines = append(l.mu.lines, r.Message)
+	return nil
+}
+func (l *Logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *Logs) WithGroup(string) slog.Handler      { return l }
+
+// Lines returns the recorded messages.
+func (l *Logs) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.mu.lines...)
+}
+
+// Contains reports whether some recorded message contains sub.
+func (l *Logs) Contains(sub string) bool {
+	for _, line := range l.Lines() {
+		if strings.Contains(line, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Producer is a controllable producer. Settle sends its outcome; Cancel records the
+// reason and, if OnCancel is set, settles with it; CancelErr makes Cancel fail.
+// Outputs queued with Emit are what successive ReadOutput calls return.
+type Producer struct {
+	Kind, Label string
+	// Stream makes the job a stream kind (ReadOutput present).
+	Stream bool
+	// OnCancel, if set, is the outcome a successful Cancel settles with.
+	OnCancel *job.Outcome
+	// CancelErr, if set, is returned by Cancel (which then changes nothing).
+	CancelErr error
+
+	done      chan job.Outcome
+	cancelled chan string
+	mu        struct {
+		sync.Mutex
+		cancels []string
+		outputs []string
+		runs    int
+		settled bool
+	}
+}
+
+// NewProducer returns a final-output producer of kind "bash".
+func NewProducer() *Producer {
+	return &Producer{Kind: "bash", Label: "test job", cancelled: make(chan string, 64)}
+}
+
+// Spec returns a spec running p, owned by a (nil: unowned).
+func (p *Producer) Spec(a *owner.Agent) job.Spec {
+	return job.Spec{Kind: p.Kind, Label: p.Label, Owner: a, Run: p.Run}
+}
+
+// Run is the producer's Run.
+func (p *Producer) Run() (job.Hooks, error) {
+	p.mu.Lock()
+	p.mu.runs++
+	p.done = make(chan job.Outcome, 1)
+	p.mu.Unlock()
+	h := job.Hooks{Cancel: p.cancel, Done: p.done}
+	if p.Stream {
+		h.ReadOutput = p.readOutput
+	}
+	return h, nil
+}
+
+func (p *Producer) cancel(reason string) error {
+	p.mu.Lock()
+	p.mu.cancels = append(p.mu.cancels, reason)
+	p.mu.Unlock()
+	select {
+	case p.cancelled <- reason:
+	default:
+	}
+	if p.CancelErr != nil {
+		return p.CancelErr
+	}
+	if p.OnCancel != nil {
+		p.Settle(*p.OnCancel)
+	}
+	return nil
+}
+
+func (p *Producer) readOutput() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.mu.outputs) == 0 {
+		return "", nil
+	}
+	s := p.mu.outputs[0]
+	p.mu.outputs = p.mu.outputs[1:]
+	return s, nil
+}
+
+// Emit queues the value of a later ReadOutput call.
+func (p *Producer) Emit(s ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.outputs = append(p.mu.outputs, s...)
+}
+
+// Settle sends the outcome; only the first call sends (the Done contract).
+func (p *Producer) Settle(o job.Outcome) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.settled {
+		return
+	}
+	p.mu.settled = true
+	p.done <- o
+}
+
+// CloseDone closes Done without an outcome (a contract violation).
+func (p *Producer) CloseDone() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.settled = true
+	close(p.done)
+}
+
+// Cancels returns the reasons Cancel was called with.
+func (p *Producer) Cancels() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.mu.cancels...)
+}
+
+// Runs returns how many times Run was called.
+func (p *Producer) Runs() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.runs
+}
+
+// Settled waits (without claiming) until job id has settled and its observers ran.
+func Settled(t testing.TB, sys *troupe.System, id, caller string) *messages.JobSnapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+	defer cancel()
+	snap, err := sys.Jobs().AwaitSettled(ctx, id, caller)
+	require.NoError(t, err)
+	return snap
+}
+
+// Barrier waits until every message already sent to the registry has been processed
+// (a round trip through its mailbox). Job actors' own mailboxes are not drained by
+// it: wait on Settled, a reply or an observer for those.
+func Barrier(t testing.TB, sys *troupe.System) {
+	t.Helper()
+	_, err := sys.Jobs().List("")
+	require.NoError(t, err)
+}
+
+// NextCancel waits for the next Cancel call and returns its reason.
+func (p *Producer) NextCancel(t testing.TB) string {
+	t.Helper()
+	select {
+	case r := <-p.cancelled:
+		return r
+	case <-time.After(shutdownBudget):
+		t.Fatal("producer: no cancel arrived")
+		return ""
+	}
+}

@@ -243,6 +243,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		if rec := r.idx.get(id); rec != nil && rec.live() {
 			c.Send(c.Self(), &jobGone{id: id})
 		}
+	default:
+		r.receiveProto(c)
 	case *jobGone:
 		if rec := r.idx.get(m.id); rec != nil && rec.live() {
 			r.commitSettlement(c, rec, job.Decision{Status: job.Failed, HasDetail: true,

@@ -1,0 +1,244 @@
+// Command demo runs a short scripted agent system on troupe and prints its timeline:
+// two agents start background jobs, read streaming output, kill a job with a
+// reason, and one agent is torn down with its work.
+//
+//	go run ./cmd/demo
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+const (
+	tick        = 20 * time.Millisecond // how often the stream producer emits a line
+	waitBudget  = 5 * time.Second
+	stopTimeout = 10 * time.Second
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// timeline prints events with the time since the start.
+type timeline struct {
+	start time.Time
+	mu    sync.Mutex // serialises lines from main and from observers
+}
+
+func (t *timeline) say(who, format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Printf("%6.1fms  %-8s %s\n", float64(time.Since(t.start).Microseconds())/1000, who, fmt.Sprintf(format, args...))
+}
+
+func run() error {
+	tl := &timeline{start: time.Now()}
+	sys, err := troupe.New(troupe.Config{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := sys.Shutdown(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "demo: shutdown:", err)
+		}
+		tl.say("system", "shut down")
+	}()
+	jobs := sys.Jobs()
+	if _, err := jobs.AttachController(sys.Scope(), "demo"); err != nil {
+		return err
+	}
+	if _, err := jobs.MountAgents(sys.Scope()); err != nil {
+		return err
+	}
+	if _, err := jobs.OnJobDone(sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
+		tl.say("notice", "%s %s (%s) for %q reported=%v", s.Id, s.Status.Name(), s.GetDetail(), o.Session, s.Reported)
+	}); err != nil {
+		return err
+	}
+
+	alice, err := sys.NewAgent(nil, "alice")
+	if err != nil {
+		return err
+	}
+	bob, err := sys.NewAgent(nil, "bob")
+	if err != nil {
+		return err
+	}
+	for _, a := range []interface{ Session() string }{alice, bob} {
+		tl.say("system", "agent %q spawned", a.Session())
+	}
+	if err := jobs.RegisterAgent(alice); err != nil {
+		return err
+	}
+	if err := jobs.RegisterAgent(bob); err != nil {
+		return err
+	}
+
+	// alice: a stream job that finds primes and emits them as it goes.
+	primes, err := jobs.Start(job.Spec{Kind: "primes", Label: "find primes", Owner: alice, Run: streamPrimes})
+	if err != nil {
+		return err
+	}
+	tl.say("alice", "started %s", primes)
+	// bob: a final-output job.
+	sum, err := jobs.Start(job.Spec{Kind: "sum", Label: "sum 1..1e6", Owner: bob, Run: sumJob})
+	if err != nil {
+		return err
+	}
+	tl.say("bob", "started %s", sum)
+
+	ctx := context.Background()
+	for range 2 {
+		if _, err := jobs.Wait(ctx, primes, 3*tick, "alice"); err != nil {
+			return err
+		}
+		text, snap, err := jobs.Read(primes, "alice")
+		if err != nil {
+			return err
+		}
+		tl.say("alice", "read %s (%s): %q", primes, snap.Status.Name(), strings.TrimSpace(text))
+	}
+	snap, err := jobs.Wait(ctx, sum, waitBudget, "bob")
+	if err != nil {
+		return err
+	}
+	out, _, err := jobs.Read(sum, "bob")
+	if err != nil {
+		return err
+	}
+	tl.say("bob", "waited for %s: %s, output %q", sum, snap.Status.Name(), out)
+
+	if _, _, err := jobs.Read(primes, "bob"); err != nil {
+		tl.say("bob", "read %s refused: %v (code %s)", primes, err, messages.CodeOf(err))
+	}
+
+	second, err := jobs.Start(job.Spec{Kind: "primes", Label: "find more primes", Owner: alice, Run: streamPrimes})
+	if err != nil {
+		return err
+	}
+	tl.say("alice", "started %s", second)
+	res, ks, err := jobs.Kill(second, "alice", registry.KillOptions{Reason: "no longer needed"})
+	if err != nil {
+		return err
+	}
+	tl.say("alice", "kill %s: %s (now %s)", second, res.Name(), ks.Status.Name())
+	if snap, err = jobs.Wait(ctx, second, waitBudget, "alice"); err != nil {
+		return err
+	}
+	tl.say("alice", "%s settled %s: %q", second, snap.Status.Name(), snap.GetDetail())
+
+	tl.say("alice", "disposing agent (its running job %s is torn down)", primes)
+	if err := alice.Dispose(ctx); err != nil {
+		return err
+	}
+	list, err := jobs.List("alice")
+	if err != nil {
+		return err
+	}
+	tl.say("alice", "jobs left after teardown: %d", len(list))
+	list, err = jobs.List("bob")
+	if err != nil {
+		return err
+	}
+	for _, s := range list {
+		tl.say("bob", "still has %s (%s)", s.Id, s.Status.Name())
+	}
+	return nil
+}
+
+// streamPrimes is a stream producer: a goroutine appends primes to a buffer every
+// tick until cancelled; ReadOutput returns what was appended since the last read.
+func streamPrimes() (job.Hooks, error) {
+	var buf struct {
+		sync.Mutex // guards b between the producer goroutine and ReadOutput
+		b          strings.Builder
+	}
+	stop := make(chan string, 1)
+	done := make(chan job.Outcome, 1)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		n := 1
+		for {
+			select {
+			case <-stop:
+				done <- job.Outcome{Status: job.Killed, Detail: "cancelled"}
+				return
+			case <-t.C:
+				n = nextPrime(n)
+				buf.Lock()
+				fmt.Fprintf(&buf.b, "%d ", n)
+				buf.Unlock()
+			}
+		}
+	}()
+	var once sync.Once
+	return job.Hooks{
+		Cancel: func(reason string) error {
+			once.Do(func() { stop <- reason })
+			return nil
+		},
+		Done: done,
+		ReadOutput: func() (string, error) {
+			buf.Lock()
+			defer buf.Unlock()
+			s := buf.b.String()
+			buf.b.Reset()
+			return s, nil
+		},
+	}, nil
+}
+
+func nextPrime(n int) int {
+	for c := n + 1; ; c++ {
+		prime := c >= 2
+		for d := 2; d*d <= c; d++ {
+			if c%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime {
+			return c
+		}
+	}
+}
+
+// sumJob is a final-output producer: it computes and settles with its output.
+func sumJob() (job.Hooks, error) {
+	done := make(chan job.Outcome, 1)
+	stop := make(chan struct{})
+	go func() {
+		total := 0
+		for i := 1; i <= 1_000_000; i++ {
+			if i%100_000 == 0 {
+				select {
+				case <-stop:
+					done <- job.Outcome{Status: job.Killed}
+					return
+				default:
+				}
+			}
+			total += i
+		}
+		done <- job.Outcome{Status: job.Completed, Detail: "exit code: 0", Output: fmt.Sprint(total)}
+	}()
+	var once sync.Once
+	return job.Hooks{Cancel: func(string) error { once.Do(func() { close(stop) }); return nil }, Done: done}, nil
+}

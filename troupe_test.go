@@ -15,7 +15,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	require.NoError(t, troupe.DefaultConfig().Validate())
-	for _, n := range []int64{0, -1, 1<<53} {
+	for _, n := range []int64{0, -1, 1 << 53} {
 		cfg := troupe.Config{MaxConcurrentJobsPerOwner: &n}
 		err := cfg.Validate()
 		require.ErrorIs(t, err, messages.ErrInvalidConfig, "limit %d", n)

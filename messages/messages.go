@@ -43,22 +43,22 @@ type Code string
 
 // The error codes of the job runtime.
 const (
-	CodeNoController       Code = "job/no-controller"       // no attached controller serves the owner (SPEC §2.10)
-	CodeInvalidSpec        Code = "job/invalid-spec"        // empty kind or label, bad outputLimitBytes
-	CodeNoAgentRegistry    Code = "job/no-agent-registry"   // an owned start without a mounted agent registry
-	CodeOwnerNotLive       Code = "job/owner-not-live"      // the owner is not the registered, live agent instance
-	CodeCapacity           Code = "job/capacity"            // the owner's bucket is full
-	CodeRunFailed          Code = "job/run-failed"          // the producer's Run returned an error or panicked
-	CodeNotFound           Code = "job/not-found"           // unknown job id (and, for job.kill, a foreign one)
-	CodeForeign            Code = "job/foreign"             // the job belongs to another session
+	CodeNoController       Code = "job/no-controller"     // no attached controller serves the owner (SPEC §2.10)
+	CodeInvalidSpec        Code = "job/invalid-spec"      // empty kind or label, bad outputLimitBytes
+	CodeNoAgentRegistry    Code = "job/no-agent-registry" // an owned start without a mounted agent registry
+	CodeOwnerNotLive       Code = "job/owner-not-live"    // the owner is not the registered, live agent instance
+	CodeCapacity           Code = "job/capacity"          // the owner's bucket is full
+	CodeRunFailed          Code = "job/run-failed"        // the producer's Run returned an error or panicked
+	CodeNotFound           Code = "job/not-found"         // unknown job id (and, for job.kill, a foreign one)
+	CodeForeign            Code = "job/foreign"           // the job belongs to another session
 	CodeInvalidWaitTimeout Code = "job/invalid-wait-timeout"
-	CodeWaitAborted        Code = "job/wait-aborted"   // the caller's context ended a pending wait
-	CodeCancelFailed       Code = "job/cancel-failed"  // the producer's Cancel returned an error or panicked
-	CodeReadFailed         Code = "job/read-failed"    // the producer's ReadOutput returned an error or panicked
-	CodeDisposed           Code = "job/disposed"       // the jobs service has been disposed
-	CodeInvalidConfig      Code = "config/invalid"     // a Config value failed Validate
-	CodeScopeDisposed      Code = "scope/disposed"     // registration into a disposed Scope
-	CodeStopped            Code = "troupe/stopped"     // the system is shut down
+	CodeWaitAborted        Code = "job/wait-aborted"  // the caller's context ended a pending wait
+	CodeCancelFailed       Code = "job/cancel-failed" // the producer's Cancel returned an error or panicked
+	CodeReadFailed         Code = "job/read-failed"   // the producer's ReadOutput returned an error or panicked
+	CodeDisposed           Code = "job/disposed"      // the jobs service has been disposed
+	CodeInvalidConfig      Code = "config/invalid"    // a Config value failed Validate
+	CodeScopeDisposed      Code = "scope/disposed"    // registration into a disposed Scope
+	CodeStopped            Code = "troupe/stopped"    // the system is shut down
 )
 
 // Error is troupe's one error type: a stable Code, the message text (SPEC's wording),

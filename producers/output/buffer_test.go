@@ -1,0 +1,93 @@
+package output
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestReadDeltaRendersStdoutThenStderrSection(t *testing.T) {
+	cases := []struct {
+		name   string
+		writes []chunk
+		want   string
+	}{
+		{"empty", nil, ""},
+		{"stdout only", []chunk{{Stdout, []byte("a\n")}, {Stdout, []byte("b")}}, "a\nb"},
+		{"stderr after newline", []chunk{{Stdout, []byte("out\n")}, {Stderr, []byte("warn\n")}}, "out\n[stderr]\nwarn\n"},
+		{"stderr needs separator", []chunk{{Stdout, []byte("out")}, {Stderr, []byte("warn")}}, "out\n[stderr]\nwarn"},
+		{"interleaved", []chunk{{Stderr, []byte("e1\n")}, {Stdout, []byte("o1\n")}, {Stderr, []byte("e2\n")}}, "o1\n[stderr]\ne1\ne2\n"},
+		{"stderr only", []chunk{{Stderr, []byte("boom\n")}}, "[stderr]\nboom\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := New(0)
+			for _, w := range c.writes {
+				b.Write(w.ch, w.data)
+			}
+			got, err := b.ReadDelta()
+			require.NoError(t, err)
+			require.Equal(t, c.want, got)
+			again, _ := b.ReadDelta()
+			require.Equal(t, "", again, "a read consumes")
+		})
+	}
+}
+
+func TestEvictionKeepsBoundedTailWithMarker(t *testing.T) {
+	b := New(16)
+	b.Write(Stdout, []byte(strings.Repeat("x", 40)))
+	require.Equal(t, 16, b.Unread())
+	got, _ := b.ReadDelta()
+	require.Equal(t, strings.Repeat("x", 16)+"\n"+DroppedLine, got)
+	require.NotContains(t, got, strings.Repeat("x", 17))
+	got, _ = b.ReadDelta()
+	require.Equal(t, "", got, "the marker is reported once")
+
+	for range 1000 {
+		b.Write(Stdout, []byte("0123456789\n"))
+	}
+	require.LessOrEqual(t, b.Unread(), 16)
+	require.Equal(t, int64(40+11000), b.Total())
+}
+
+func TestEvictionNeverSplitsARune(t *testing.T) {
+	b := New(10)
+	b.Write(Stdout, []byte(strings.Repeat("é", 20))) // 2 bytes each
+	got, _ := b.ReadDelta()
+	body := strings.TrimSuffix(got, "\n"+DroppedLine)
+	require.True(t, utf8.ValidString(body))
+	require.LessOrEqual(t, len(body), 10)
+	b.Write(Stdout, []byte("ab"))
+	b.Write(Stdout, []byte(strings.Repeat("日", 4))) // 12 bytes: evicts into the middle
+	got, _ = b.ReadDelta()
+	require.True(t, utf8.ValidString(got))
+	require.Contains(t, got, DroppedLine)
+}
+
+func FuzzBufferStaysBoundedAndValid(f *testing.F) {
+	f.Add([]byte("hello\nwörld\n"), uint8(7), true)
+	f.Add([]byte(strings.Repeat("日本", 30)), uint8(5), false)
+	f.Fuzz(func(t *testing.T, data []byte, retain uint8, stderr bool) {
+		if !utf8.Valid(data) {
+			return
+		}
+		limit := int(retain%64) + 4
+		b := New(limit)
+		ch := Stdout
+		if stderr {
+			ch = Stderr
+		}
+		for i := 0; i < len(data); i += 3 {
+			b.Write(ch, data[i:min(i+3, len(data))])
+			require.LessOrEqual(t, b.Unread(), limit)
+		}
+		got, _ := b.ReadDelta()
+		require.True(t, utf8.ValidString(got), "delta %q", got)
+	})
+}

@@ -1,0 +1,159 @@
+package process
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// markerVar is the environment variable that marks a job's processes.
+const markerVar = "TROUPE_JOB"
+
+var subreaper struct {
+	once sync.Once
+	err  error
+}
+
+// becomeSubreaper makes this process the reaper of orphaned descendants, once.
+func becomeSubreaper() error {
+	subreaper.once.Do(func() {
+		subreaper.err = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	})
+	return subreaper.err
+}
+
+// procInfo is what /proc/<pid>/stat says about a process.
+type procInfo struct {
+	pid, ppid, pgrp int
+	state           byte
+	start           uint64 // start time in clock ticks since boot: with pid, an identity
+}
+
+func readStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	start, _ := strconv.ParseUint(f[19], 10, 64)
+	return procInfo{pid: pid, ppid: ppid, pgrp: pgrp, state: f[0][0], start: start}, true
+}
+
+func hasMarker(pid int, marker []byte) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		var kv []byte
+		if i < 0 {
+			kv, b = b, nil
+		} else {
+			kv, b = b[:i], b[i+1:]
+		}
+		if bytes.Equal(kv, marker) {
+			return true
+		}
+	}
+	return false
+}
+
+// tree tracks the processes of one job: its process group and every process seen
+// carrying its marker.
+type tree struct {
+	pgid   int
+	marker []byte       // "TROUPE_JOB=<token>"
+	seen   map[int]uint64 // pid → start time, of processes seen in the group or carrying the marker
+}
+
+func newTree(token string) *tree {
+	return &tree{marker: []byte(markerVar + "=" + token), seen: map[int]uint64{}}
+}
+
+// scan records every process that is the job's (in its group, carrying its marker,
+// or seen so before with the same start time — an exiting process's environment
+// is no longer readable) and returns the live ones (zombies count as dead). A pid
+// and its start time identify a process, so a reused pid is never taken for the job's.
+func (t *tree) scan() []procInfo {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	self := os.Getpid()
+	var live []procInfo
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == self {
+			continue
+		}
+		info, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		known, ok := t.seen[pid]
+		if !(ok && known == info.start) && !(t.pgid > 0 && info.pgrp == t.pgid) && !hasMarker(pid, t.marker) {
+			continue
+		}
+		t.seen[pid] = info.start
+		if info.state != 'Z' && info.state != 'X' {
+			live = append(live, info)
+		}
+	}
+	return live
+}
+
+// signal sends sig to the group and to every live process of the job.
+func (t *tree) signal(sig syscall.Signal) {
+	if t.pgid > 0 {
+		_ = syscall.Kill(-t.pgid, sig)
+	}
+	for _, p := range t.scan() {
+		_ = syscall.Kill(p.pid, sig)
+	}
+}
+
+// reap reaps every seen process that is now a zombie child of this process
+// (adopted as subreaper), except skip (the main process, which os/exec waits for).
+// A zombie's pid cannot be reused and only its parent can reap it, so this never
+// touches a process that is not the job's.
+func (t *tree) reap(skip int) {
+	self := os.Getpid()
+	for pid, start := range t.seen {
+		if pid == skip {
+			continue
+		}
+		info, ok := readStat(pid)
+		if !ok || info.start != start {
+			delete(t.seen, pid)
+			continue
+		}
+		if info.ppid != self || info.state != 'Z' {
+			continue
+		}
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		delete(t.seen, pid)
+	}
+}

@@ -79,4 +79,3 @@ func PTY(command string, cfg Config) (job.Spec, *Terminal) {
 		return hooks, nil
 	}}, term
 }
-

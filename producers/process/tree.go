@@ -78,7 +78,7 @@ func hasMarker(pid int, marker []byte) bool {
 // carrying its marker.
 type tree struct {
 	pgid   int
-	marker []byte       // "TROUPE_JOB=<token>"
+	marker []byte         // "TROUPE_JOB=<token>"
 	seen   map[int]uint64 // pid → start time, of processes seen in the group or carrying the marker
 }
 

@@ -178,7 +178,8 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 
 // run starts supervision of a started process.
 func (p *proc) run() {
-	p.tree.pgid = p.cmd.Process.Pid
+	p.tree.full = p.cfg.NoSubreaper
+	p.tree.track(p.cmd.Process.Pid)
 	close(p.started)
 	go p.supervise()
 }

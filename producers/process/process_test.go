@@ -305,3 +305,16 @@ func TestPTYKillStopsTheSession(t *testing.T) {
 	require.Equal(t, job.Killed, snap.Status)
 	require.True(t, gone(child))
 }
+
+func TestShellEscapedChildIsKilledWithoutSubreaperToo(t *testing.T) {
+	sys := served(t)
+	cfg := Config{Grace: testGrace, NoSubreaper: true}
+	id, err := sys.Jobs().Start(Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", cfg))
+	require.NoError(t, err)
+	escaped := pids(t, readUntil(t, sys, id, "\n"))[0]
+	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	require.NoError(t, err)
+	settle(t, sys, id)
+	info, ok := readStat(escaped)
+	require.True(t, !ok || info.state == 'Z', "the setsid grandchild %d is still running", escaped)
+}

@@ -80,6 +80,7 @@ type tree struct {
 	pgid   int
 	marker []byte         // "TROUPE_JOB=<token>"
 	seen   map[int]uint64 // pid → start time, of processes seen in the group or carrying the marker
+	full   bool           // scan all of /proc (no subreaper: orphans are not our children)
 }
 
 func newTree(token string) *tree {
@@ -90,34 +91,97 @@ func newTree(token string) *tree {
 // or seen so before with the same start time — an exiting process's environment
 // is no longer readable) and returns the live ones (zombies count as dead). A pid
 // and its start time identify a process, so a reused pid is never taken for the job's.
+//
+// It walks descendants, not all of /proc (reading a /proc/<pid>/stat costs tens of
+// microseconds here): from the processes already seen and from this process's own
+// children — where escaped orphans land, this process being their subreaper. Without
+// the subreaper (t.full) orphans go to init, so the whole of /proc is read instead.
 func (t *tree) scan() []procInfo {
+	self := os.Getpid()
+	var queue []int
+	if t.full {
+		queue = allPIDs()
+	} else {
+		for pid := range t.seen {
+			queue = append(queue, pid)
+		}
+		queue = append(queue, children(self)...)
+	}
+	visited := map[int]bool{self: true}
+	var live []procInfo
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if visited[pid] {
+			continue
+		}
+		visited[pid] = true
+		info, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		known, wasSeen := t.seen[pid]
+		if !(wasSeen && known == info.start) && !(t.pgid > 0 && info.pgrp == t.pgid) && !hasMarker(pid, t.marker) {
+			continue
+		}
+		t.seen[pid] = info.start
+		if info.state == 'Z' || info.state == 'X' {
+			continue
+		}
+		live = append(live, info)
+		if !t.full {
+			queue = append(queue, children(pid)...)
+		}
+	}
+	return live
+}
+
+// children lists the children of every thread of pid.
+func children(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func allPIDs() []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
-	self := os.Getpid()
-	var live []procInfo
+	out := make([]int, 0, len(names))
 	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == self {
-			continue
-		}
-		info, ok := readStat(pid)
-		if !ok {
-			continue
-		}
-		known, ok := t.seen[pid]
-		if !(ok && known == info.start) && !(t.pgid > 0 && info.pgrp == t.pgid) && !hasMarker(pid, t.marker) {
-			continue
-		}
-		t.seen[pid] = info.start
-		if info.state != 'Z' && info.state != 'X' {
-			live = append(live, info)
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
 		}
 	}
-	return live
+	return out
+}
+
+// track records the job's main process.
+func (t *tree) track(pid int) {
+	t.pgid = pid
+	if info, ok := readStat(pid); ok {
+		t.seen[pid] = info.start
+	}
 }
 
 // signal sends sig to the group and to every live process of the job.

@@ -1,6 +1,6 @@
 // Command demo runs a short scripted agent system on troupe and prints its timeline:
-// two agents start background jobs, read streaming output, kill a job with a
-// reason, and one agent is torn down with its work.
+// two agents start real shell jobs, read streaming output, kill one with a
+// reason, answer a PTY prompt, and one agent is torn down with its work.
 //
 //	go run ./cmd/demo
 package main
@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/producers/process"
 )
 
 const (
@@ -90,8 +91,10 @@ func run() error {
 		return err
 	}
 
-	// alice: a stream job that finds primes and emits them as it goes.
-	primes, err := jobs.Start(job.Spec{Kind: "primes", Label: "find primes", Owner: alice, Run: streamPrimes})
+	// alice: a real shell job whose output streams in as it runs.
+	ticker := process.Shell(`i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.02; done`, process.Config{})
+	ticker.Owner = alice
+	primes, err := jobs.Start(ticker)
 	if err != nil {
 		return err
 	}
@@ -112,7 +115,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		tl.say("alice", "read %s (%s): %q", primes, snap.Status.Name(), strings.TrimSpace(text))
+		tl.say("alice", "read %s (%s): %q", primes, snap.Status.Name(), strings.Join(strings.Fields(text), " "))
 	}
 	snap, err := jobs.Wait(ctx, sum, waitBudget, "bob")
 	if err != nil {
@@ -128,11 +131,16 @@ func run() error {
 		tl.say("bob", "read %s refused: %v (code %s)", primes, err, messages.CodeOf(err))
 	}
 
-	second, err := jobs.Start(job.Spec{Kind: "primes", Label: "find more primes", Owner: alice, Run: streamPrimes})
+	build := process.Shell("echo compiling; sleep 30; echo done", process.Config{})
+	build.Owner = alice
+	second, err := jobs.Start(build)
 	if err != nil {
 		return err
 	}
-	tl.say("alice", "started %s", second)
+	tl.say("alice", "started %s (%s)", second, build.Label)
+	if _, err := jobs.Wait(ctx, second, 3*tick, "alice"); err != nil {
+		return err
+	}
 	res, ks, err := jobs.Kill(second, "alice", registry.KillOptions{Reason: "no longer needed"})
 	if err != nil {
 		return err
@@ -142,6 +150,37 @@ func run() error {
 		return err
 	}
 	tl.say("alice", "%s settled %s: %q", second, snap.Status.Name(), snap.GetDetail())
+
+	// A program waiting at a prompt, under a pseudo-terminal, answered instead of hanging.
+	prompt, term := process.PTY(`printf 'delete build cache? [y/N] '; read a; echo "you said: $a"`, process.Config{})
+	prompt.Owner = alice
+	ask, err := jobs.Start(prompt)
+	if err != nil {
+		return err
+	}
+	var screen strings.Builder
+	for !strings.Contains(screen.String(), "[y/N]") {
+		if _, err := jobs.Wait(ctx, ask, tick, "alice"); err != nil {
+			return err
+		}
+		text, _, err := jobs.Read(ask, "alice")
+		if err != nil {
+			return err
+		}
+		screen.WriteString(text)
+	}
+	tl.say("alice", "%s asks: %q", ask, strings.TrimSpace(screen.String()))
+	if err := term.Send("y\n"); err != nil {
+		return err
+	}
+	if snap, err = jobs.Wait(ctx, ask, waitBudget, "alice"); err != nil {
+		return err
+	}
+	answer, _, err := jobs.Read(ask, "alice")
+	if err != nil {
+		return err
+	}
+	tl.say("alice", "%s %s: %q", ask, snap.Status.Name(), strings.TrimSpace(answer))
 
 	tl.say("alice", "disposing agent (its running job %s is torn down)", primes)
 	if err := alice.Dispose(ctx); err != nil {
@@ -160,64 +199,6 @@ func run() error {
 		tl.say("bob", "still has %s (%s)", s.Id, s.Status.Name())
 	}
 	return nil
-}
-
-// streamPrimes is a stream producer: a goroutine appends primes to a buffer every
-// tick until cancelled; ReadOutput returns what was appended since the last read.
-func streamPrimes() (job.Hooks, error) {
-	var buf struct {
-		sync.Mutex // guards b between the producer goroutine and ReadOutput
-		b          strings.Builder
-	}
-	stop := make(chan string, 1)
-	done := make(chan job.Outcome, 1)
-	go func() {
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		n := 1
-		for {
-			select {
-			case <-stop:
-				done <- job.Outcome{Status: job.Killed, Detail: "cancelled"}
-				return
-			case <-t.C:
-				n = nextPrime(n)
-				buf.Lock()
-				fmt.Fprintf(&buf.b, "%d ", n)
-				buf.Unlock()
-			}
-		}
-	}()
-	var once sync.Once
-	return job.Hooks{
-		Cancel: func(reason string) error {
-			once.Do(func() { stop <- reason })
-			return nil
-		},
-		Done: done,
-		ReadOutput: func() (string, error) {
-			buf.Lock()
-			defer buf.Unlock()
-			s := buf.b.String()
-			buf.b.Reset()
-			return s, nil
-		},
-	}, nil
-}
-
-func nextPrime(n int) int {
-	for c := n + 1; ; c++ {
-		prime := c >= 2
-		for d := 2; d*d <= c; d++ {
-			if c%d == 0 {
-				prime = false
-				break
-			}
-		}
-		if prime {
-			return c
-		}
-	}
 }
 
 // sumJob is a final-output producer: it computes and settles with its output.

@@ -3,6 +3,7 @@ package scope
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -110,7 +111,14 @@ func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, erro
 // first call's error without running it again.
 func (e *Effect) Run(ctx context.Context) error {
 	e.Detach()
-	e.once.Do(func() { e.err = e.fn(ctx) })
+	e.once.Do(func() {
+		defer func() {
+			if v := recover(); v != nil {
+				e.err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
+			}
+		}()
+		e.err = e.fn(ctx)
+	})
 	return e.err
 }
 
@@ -182,6 +190,13 @@ func (s *Scope) teardown() {
 		}
 	}
 	s.teardownErr = errors.Join(errs...)
+	if p := s.parent; p != nil {
+		p.mu.Lock()
+		if i := slices.Index(p.mu.children, s); i >= 0 {
+			p.mu.children = slices.Delete(p.mu.children, i, i+1)
+		}
+		p.mu.Unlock()
+	}
 	close(s.mu.done)
 }
 

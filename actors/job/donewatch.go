@@ -3,6 +3,7 @@ package job
 import (
 	"reflect"
 	"sync"
+	"sync/atomic"
 )
 
 // shardSize bounds how many Done channels one watcher goroutine selects over: a
@@ -25,26 +26,25 @@ type Watcher struct {
 // Watch is the handle of one watched channel.
 type Watch struct {
 	sh *shard
-	id uint64
+	e  *watchEntry
 }
 
 type watchEntry struct {
-	id      uint64
 	ch      reflect.Value
 	deliver func(Outcome, bool)
+	removed atomic.Bool
 }
 
 type shard struct {
-	w      *Watcher
-	n      int // entries assigned, guarded by w.mu
-	nextID uint64
-	ctl    chan shardCtl
+	w   *Watcher
+	n   int // entries assigned, guarded by w.mu
+	ctl chan shardCtl
 }
 
+// shardCtl is an add, a stop, or (neither) a poke: "look for removed entries".
 type shardCtl struct {
-	add    *watchEntry
-	remove uint64
-	stop   bool
+	add  *watchEntry
+	stop bool
 }
 
 // NewWatcher returns an empty watcher.
@@ -72,28 +72,23 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 		go sh.run()
 	}
 	sh.n++
-	sh.nextID++
-	e := &watchEntry{id: sh.nextID, ch: reflect.ValueOf(done), deliver: deliver}
+	e := &watchEntry{ch: reflect.ValueOf(done), deliver: deliver}
 	w.mu.Unlock()
-	sh.ctl <- shardCtl{add: e}
-	return &Watch{sh: sh, id: e.id}
+	sh.ctl <- shardCtl{add: e} // room: at most shardSize adds are outstanding per shard
+	return &Watch{sh: sh, e: e}
 }
 
-// Remove stops watching (for a job settled by another path). Idempotent.
+// Remove stops watching (for a job settled by another path). It never blocks and
+// is idempotent; a value already on its way may still be delivered (settlement is
+// first-wins, so that is harmless).
 func (wt *Watch) Remove() {
-	if wt == nil {
+	if wt == nil || wt.e.removed.Swap(true) {
 		return
 	}
-	w := wt.sh.w
-	w.mu.Lock()
-	closed := w.mu.closed
-	w.mu.Unlock()
-	if closed {
-		return
+	select {
+	case wt.sh.ctl <- shardCtl{}: // poke the shard to drop removed entries
+	default: // the shard is busy with other control messages (it sweeps after each) or gone
 	}
-	// The control channel has room: at most shardSize adds and shardSize removes
-	// are ever outstanding for one shard, and a shard that exited reads nothing more.
-	wt.sh.ctl <- shardCtl{remove: wt.id}
 }
 
 // Close stops every shard and waits for them; later Adds return nil.
@@ -141,32 +136,30 @@ func (s *shard) run() {
 		chosen, v, ok := reflect.Select(cases)
 		if chosen == 0 {
 			ctl := v.Interface().(shardCtl)
-			switch {
-			case ctl.stop:
+			if ctl.stop {
 				return
-			case ctl.add != nil:
+			}
+			if ctl.add != nil {
 				entries = append(entries, ctl.add)
 				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: ctl.add.ch})
-			default:
-				for i, e := range entries {
-					if e.id == ctl.remove {
-						if drop(i) {
-							return
-						}
-						break
-					}
-				}
 			}
-			continue
+		} else {
+			e := entries[chosen-1]
+			if !e.removed.Load() {
+				var o Outcome
+				if ok {
+					o = v.Interface().(Outcome)
+				}
+				e.deliver(o, ok)
+			}
+			if drop(chosen - 1) {
+				return
+			}
 		}
-		e := entries[chosen-1]
-		var o Outcome
-		if ok {
-			o = v.Interface().(Outcome)
-		}
-		e.deliver(o, ok)
-		if drop(chosen - 1) {
-			return
+		for i := len(entries) - 1; i >= 0; i-- {
+			if entries[i].removed.Load() && drop(i) {
+				return
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ package troupetest
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -238,5 +239,26 @@ func (p *Producer) NextCancel(t testing.TB) string {
 	case <-time.After(shutdownBudget):
 		t.Fatal("producer: no cancel arrived")
 		return ""
+	}
+}
+
+// AwaitWaiters returns once n waits are pending on job id (SPEC §1.3 rule 11's test
+// inspection). Registering a wait produces no event an observer could wait on, so
+// this re-asks the job — each ask a round trip through the registry and the job
+// actor, which orders it after every wait already routed there — until the count
+// is n. It fails the test if the count is not reached within the shutdown budget.
+func AwaitWaiters(t testing.TB, sys *troupe.System, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(shutdownBudget)
+	for {
+		got, err := sys.Jobs().Waiters(id)
+		require.NoError(t, err)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: %d waits pending, want %d", id, got, n)
+		}
+		runtime.Gosched()
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 )
@@ -53,7 +54,7 @@ type (
 		caller string
 		reply  chan<- ListResult
 	}
-	regKind int
+	regKind   int
 	attachReq struct {
 		kind    regKind
 		token   uint64
@@ -79,7 +80,16 @@ type (
 	disposeReq    struct{ reply chan<- struct{} }
 	finishDispose struct{}
 	jobGone       struct{ id string }
-	observeReq    struct {
+	recordReq     struct {
+		id, caller string
+		reply      chan<- recordRes
+	}
+	recordRes struct {
+		rec  *job.Record
+		snap *messages.JobSnapshot
+		err  error
+	}
+	observeReq struct {
 		id, caller string
 		reply      chan<- getRes
 	}
@@ -195,6 +205,13 @@ func (r *registryActor) Receive(c actor.Context) {
 		default:
 			m.reply <- getRes{snap: rec.snapshot()}
 		}
+	case *recordReq:
+		rec, err := r.access(m.id, m.caller)
+		if err != nil {
+			m.reply <- recordRes{err: err}
+			return
+		}
+		m.reply <- recordRes{rec: rec.out, snap: rec.snapshot()}
 	case *job.Read:
 		r.read(c, m)
 	case *job.Kill:
@@ -347,11 +364,15 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	if err := job.Protect(func() (e error) { hooks, e = spec.Run(); return }); err != nil {
 		return "", &messages.Error{Code: messages.CodeRunFailed, Message: err.Error(), Cause: err}
 	}
-	if hooks.Done == nil {
+	if hooks.Done == nil || hooks.Cancel == nil {
 		if hooks.Cancel != nil {
 			_ = job.Protect(func() error { return hooks.Cancel("invalid job hooks") })
 		}
-		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: Done is nil (a producer must return a Done channel)")
+		missing := "Done"
+		if hooks.Cancel == nil {
+			missing = "Cancel"
+		}
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: %s is nil (a producer must return Cancel and Done)", missing)
 	}
 	id := r.adm.NextID(spec.Kind)
 	r.adm.Take(key)
@@ -363,10 +384,14 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		owner:  oe,
 		status: job.Running,
 		slot:   true,
+		out:    spec.Record,
 	}
 	if oe != nil {
 		s := oe.session
 		rec.OwnerSession = &s
+	}
+	if rec.out != nil {
+		rec.out.Bind(id, r.cfg.Logger)
 	}
 	props := job.Props(job.Config{
 		Meta: rec.Meta, Hooks: hooks, Registry: c.Self(), Watcher: r.cfg.Watcher,
@@ -500,6 +525,7 @@ func (r *registryActor) settled(c actor.Context, m *job.Settled) {
 // slot, changed, then — unless listeners are closed — done, announced last.
 func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Decision, finishedAt int64,
 	waiters []chan<- job.WaitResult, readOutput func() (string, error)) {
+	fault.Yield(PointSettleCommit)
 	pid := rec.pid
 	rec.pid = nil
 	rec.status = d.Status
@@ -508,6 +534,9 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	rec.reported = d.Reported
 	rec.output = d.Output
 	rec.readOutput = readOutput
+	if rec.out != nil {
+		rec.out.Seal() // appends made before the outcome are in; later ones are dropped
+	}
 	if rec.slot {
 		rec.slot = false
 		r.adm.Release(rec.ownerKey())
@@ -769,6 +798,10 @@ func (r *registryActor) finishDispose() {
 		reply <- struct{}{}
 	}
 }
+
+// PointSettleCommit is the fault point at the start of every settlement commit: an
+// installed fault.Injector counts one hit per commit.
+const PointSettleCommit = "registry.settle.commit"
 
 // Texts whose verbatim prefix SPEC pins (§1.3 rule 23); the hint names troupe's API.
 const (

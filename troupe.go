@@ -77,6 +77,9 @@ type System struct {
 	jobs   *registry.Client
 	watch  *job.Watcher
 
+	logger     *slog.Logger
+	dispatcher actor.Dispatcher
+
 	stopped  chan struct{}
 	shutdown sync.Once
 	done     chan struct{}
@@ -111,6 +114,9 @@ func New(cfg Config) (*System, error) {
 		watch:   job.NewWatcher(),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
+
+		logger:     logger,
+		dispatcher: cfg.Dispatcher,
 	}
 	jobs, err := registry.Spawn(s.actors, registry.Config{
 		MaxConcurrentJobsPerOwner: int(limit),
@@ -139,12 +145,24 @@ func (s *System) Jobs() *registry.Client { return s.jobs }
 func (s *System) Actors() *actor.ActorSystem { return s.actors }
 
 // NewAgent spawns the owner actor of a new incarnation of session, composed under
-// parent (nil: the global scope). It is not registered: call Jobs().RegisterAgent.
-func (s *System) NewAgent(parent *scope.Scope, session string) (*owner.Agent, error) {
+// parent (nil: the global scope), with its delivery surface in opts (at most one
+// Options). It is not registered: call Jobs().RegisterAgent.
+func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Options) (*owner.Agent, error) {
 	if parent == nil {
 		parent = s.root
 	}
-	return owner.Spawn(s.actors.Root, parent, session, s.jobs.PID())
+	var o owner.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Logger == nil {
+		o.Logger = s.logger
+	}
+	if o.Props == nil && s.dispatcher != nil {
+		d := s.dispatcher
+		o.Props = func(p *actor.Props) *actor.Props { return p.Configure(actor.WithDispatcher(d)) }
+	}
+	return owner.Spawn(s.actors.Root, parent, session, s.jobs.PID(), o)
 }
 
 // Shutdown stops the system in two phases: first it refuses new work and tears down

@@ -134,3 +134,9 @@ func CodeOf(err error) Code {
 	}
 	return ""
 }
+
+// PublicOf projects a snapshot to its public form (no owner, claim or limit).
+func PublicOf(s *JobSnapshot) *PublicJob {
+	return &PublicJob{Id: s.Id, Kind: s.Kind, Label: s.Label, Status: s.Status, Detail: s.Detail,
+		StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+}

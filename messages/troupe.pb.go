@@ -1029,6 +1029,754 @@ func (x *JobsChanged) GetOwnerSession() string {
 	return ""
 }
 
+// PublicJob is the public projection of a job (no owner, claim or limit).
+type PublicJob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	Status        JobStatus              `protobuf:"varint,4,opt,name=status,proto3,enum=troupe.v1.JobStatus" json:"status,omitempty"`
+	Detail        *string                `protobuf:"bytes,5,opt,name=detail,proto3,oneof" json:"detail,omitempty"`
+	StartedAt     int64                  `protobuf:"varint,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt    *int64                 `protobuf:"varint,7,opt,name=finished_at,json=finishedAt,proto3,oneof" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublicJob) Reset() {
+	*x = PublicJob{}
+	mi := &file_troupe_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublicJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublicJob) ProtoMessage() {}
+
+func (x *PublicJob) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublicJob.ProtoReflect.Descriptor instead.
+func (*PublicJob) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PublicJob) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PublicJob) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PublicJob) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *PublicJob) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *PublicJob) GetDetail() string {
+	if x != nil && x.Detail != nil {
+		return *x.Detail
+	}
+	return ""
+}
+
+func (x *PublicJob) GetStartedAt() int64 {
+	if x != nil {
+		return x.StartedAt
+	}
+	return 0
+}
+
+func (x *PublicJob) GetFinishedAt() int64 {
+	if x != nil && x.FinishedAt != nil {
+		return *x.FinishedAt
+	}
+	return 0
+}
+
+// JobKill is job.kill {sessionId, jobId}: a kill with reason "cancelled by the user"
+// that does not claim the completion report.
+type JobKill struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobKill) Reset() {
+	*x = JobKill{}
+	mi := &file_troupe_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobKill) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobKill) ProtoMessage() {}
+
+func (x *JobKill) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobKill.ProtoReflect.Descriptor instead.
+func (*JobKill) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *JobKill) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *JobKill) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type JobKillReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       KillResult             `protobuf:"varint,1,opt,name=outcome,proto3,enum=troupe.v1.KillResult" json:"outcome,omitempty"`
+	Error         *ErrorInfo             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobKillReply) Reset() {
+	*x = JobKillReply{}
+	mi := &file_troupe_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobKillReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobKillReply) ProtoMessage() {}
+
+func (x *JobKillReply) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobKillReply.ProtoReflect.Descriptor instead.
+func (*JobKillReply) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *JobKillReply) GetOutcome() KillResult {
+	if x != nil {
+		return x.Outcome
+	}
+	return KillResult_KILL_RESULT_UNSPECIFIED
+}
+
+func (x *JobKillReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// JobListOpen is job.list {sessionId}: the sender receives JobRoster frames — one
+// at once, then one after each coalesced burst of lifecycle changes — until it sends
+// StreamClose or stops.
+type JobListOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	StreamId      string                 `protobuf:"bytes,2,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobListOpen) Reset() {
+	*x = JobListOpen{}
+	mi := &file_troupe_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobListOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobListOpen) ProtoMessage() {}
+
+func (x *JobListOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobListOpen.ProtoReflect.Descriptor instead.
+func (*JobListOpen) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *JobListOpen) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *JobListOpen) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+type JobRoster struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	Jobs          []*PublicJob           `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Error         *ErrorInfo             `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRoster) Reset() {
+	*x = JobRoster{}
+	mi := &file_troupe_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRoster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRoster) ProtoMessage() {}
+
+func (x *JobRoster) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRoster.ProtoReflect.Descriptor instead.
+func (*JobRoster) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *JobRoster) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *JobRoster) GetJobs() []*PublicJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *JobRoster) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// JobFollowOpen is job.follow {sessionId?, jobId, from?}: the sender receives an
+// opened frame, output frames of the job's record from `from`, then one terminal
+// status frame once the job settled and its record is drained.
+type JobFollowOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	From          *int64                 `protobuf:"varint,3,opt,name=from,proto3,oneof" json:"from,omitempty"`
+	StreamId      string                 `protobuf:"bytes,4,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFollowOpen) Reset() {
+	*x = JobFollowOpen{}
+	mi := &file_troupe_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFollowOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFollowOpen) ProtoMessage() {}
+
+func (x *JobFollowOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFollowOpen.ProtoReflect.Descriptor instead.
+func (*JobFollowOpen) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JobFollowOpen) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *JobFollowOpen) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobFollowOpen) GetFrom() int64 {
+	if x != nil && x.From != nil {
+		return *x.From
+	}
+	return 0
+}
+
+func (x *JobFollowOpen) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+type RecordChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Channel       string                 `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	GapBefore     bool                   `protobuf:"varint,4,opt,name=gap_before,json=gapBefore,proto3" json:"gap_before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordChunk) Reset() {
+	*x = RecordChunk{}
+	mi := &file_troupe_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordChunk) ProtoMessage() {}
+
+func (x *RecordChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordChunk.ProtoReflect.Descriptor instead.
+func (*RecordChunk) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RecordChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *RecordChunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *RecordChunk) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *RecordChunk) GetGapBefore() bool {
+	if x != nil {
+		return x.GapBefore
+	}
+	return false
+}
+
+type JobFollowFrame struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	StreamId string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*JobFollowFrame_Opened
+	//	*JobFollowFrame_Output
+	//	*JobFollowFrame_Status
+	//	*JobFollowFrame_Error
+	Frame         isJobFollowFrame_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFollowFrame) Reset() {
+	*x = JobFollowFrame{}
+	mi := &file_troupe_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFollowFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFollowFrame) ProtoMessage() {}
+
+func (x *JobFollowFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFollowFrame.ProtoReflect.Descriptor instead.
+func (*JobFollowFrame) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *JobFollowFrame) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *JobFollowFrame) GetFrame() isJobFollowFrame_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *JobFollowFrame) GetOpened() *FollowOpened {
+	if x != nil {
+		if x, ok := x.Frame.(*JobFollowFrame_Opened); ok {
+			return x.Opened
+		}
+	}
+	return nil
+}
+
+func (x *JobFollowFrame) GetOutput() *FollowOutput {
+	if x != nil {
+		if x, ok := x.Frame.(*JobFollowFrame_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *JobFollowFrame) GetStatus() *PublicJob {
+	if x != nil {
+		if x, ok := x.Frame.(*JobFollowFrame_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+func (x *JobFollowFrame) GetError() *ErrorInfo {
+	if x != nil {
+		if x, ok := x.Frame.(*JobFollowFrame_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isJobFollowFrame_Frame interface {
+	isJobFollowFrame_Frame()
+}
+
+type JobFollowFrame_Opened struct {
+	Opened *FollowOpened `protobuf:"bytes,2,opt,name=opened,proto3,oneof"`
+}
+
+type JobFollowFrame_Output struct {
+	Output *FollowOutput `protobuf:"bytes,3,opt,name=output,proto3,oneof"`
+}
+
+type JobFollowFrame_Status struct {
+	Status *PublicJob `protobuf:"bytes,4,opt,name=status,proto3,oneof"`
+}
+
+type JobFollowFrame_Error struct {
+	Error *ErrorInfo `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*JobFollowFrame_Opened) isJobFollowFrame_Frame() {}
+
+func (*JobFollowFrame_Output) isJobFollowFrame_Frame() {}
+
+func (*JobFollowFrame_Status) isJobFollowFrame_Frame() {}
+
+func (*JobFollowFrame_Error) isJobFollowFrame_Frame() {}
+
+type FollowOpened struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *PublicJob             `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	HasRecord     bool                   `protobuf:"varint,2,opt,name=has_record,json=hasRecord,proto3" json:"has_record,omitempty"`
+	Earliest      int64                  `protobuf:"varint,3,opt,name=earliest,proto3" json:"earliest,omitempty"`
+	Total         int64                  `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowOpened) Reset() {
+	*x = FollowOpened{}
+	mi := &file_troupe_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowOpened) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowOpened) ProtoMessage() {}
+
+func (x *FollowOpened) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowOpened.ProtoReflect.Descriptor instead.
+func (*FollowOpened) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FollowOpened) GetJob() *PublicJob {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *FollowOpened) GetHasRecord() bool {
+	if x != nil {
+		return x.HasRecord
+	}
+	return false
+}
+
+func (x *FollowOpened) GetEarliest() int64 {
+	if x != nil {
+		return x.Earliest
+	}
+	return 0
+}
+
+func (x *FollowOpened) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type FollowOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunks        []*RecordChunk         `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	Lossy         bool                   `protobuf:"varint,2,opt,name=lossy,proto3" json:"lossy,omitempty"`
+	Next          int64                  `protobuf:"varint,3,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowOutput) Reset() {
+	*x = FollowOutput{}
+	mi := &file_troupe_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowOutput) ProtoMessage() {}
+
+func (x *FollowOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowOutput.ProtoReflect.Descriptor instead.
+func (*FollowOutput) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *FollowOutput) GetChunks() []*RecordChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *FollowOutput) GetLossy() bool {
+	if x != nil {
+		return x.Lossy
+	}
+	return false
+}
+
+func (x *FollowOutput) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+// StreamClose ends a job.list or job.follow stream the sender opened.
+type StreamClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StreamId      string                 `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamClose) Reset() {
+	*x = StreamClose{}
+	mi := &file_troupe_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamClose) ProtoMessage() {}
+
+func (x *StreamClose) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamClose.ProtoReflect.Descriptor instead.
+func (*StreamClose) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StreamClose) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
 var File_troupe_proto protoreflect.FileDescriptor
 
 const file_troupe_proto_rawDesc = "" +
@@ -1107,7 +1855,66 @@ const file_troupe_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"I\n" +
 	"\vJobsChanged\x12(\n" +
 	"\rowner_session\x18\x01 \x01(\tH\x00R\fownerSession\x88\x01\x01B\x10\n" +
-	"\x0e_owner_session*\xa0\x01\n" +
+	"\x0e_owner_session\"\xf0\x01\n" +
+	"\tPublicJob\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12,\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x14.troupe.v1.JobStatusR\x06status\x12\x1b\n" +
+	"\x06detail\x18\x05 \x01(\tH\x00R\x06detail\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"started_at\x18\x06 \x01(\x03R\tstartedAt\x12$\n" +
+	"\vfinished_at\x18\a \x01(\x03H\x01R\n" +
+	"finishedAt\x88\x01\x01B\t\n" +
+	"\a_detailB\x0e\n" +
+	"\f_finished_at\"?\n" +
+	"\aJobKill\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"k\n" +
+	"\fJobKillReply\x12/\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x15.troupe.v1.KillResultR\aoutcome\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"I\n" +
+	"\vJobListOpen\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tstream_id\x18\x02 \x01(\tR\bstreamId\"~\n" +
+	"\tJobRoster\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12(\n" +
+	"\x04jobs\x18\x02 \x03(\v2\x14.troupe.v1.PublicJobR\x04jobs\x12*\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"\x84\x01\n" +
+	"\rJobFollowOpen\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
+	"\x04from\x18\x03 \x01(\x03H\x00R\x04from\x88\x01\x01\x12\x1b\n" +
+	"\tstream_id\x18\x04 \x01(\tR\bstreamIdB\a\n" +
+	"\x05_from\"r\n" +
+	"\vRecordChunk\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x1d\n" +
+	"\n" +
+	"gap_before\x18\x04 \x01(\bR\tgapBefore\"\xfa\x01\n" +
+	"\x0eJobFollowFrame\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x121\n" +
+	"\x06opened\x18\x02 \x01(\v2\x17.troupe.v1.FollowOpenedH\x00R\x06opened\x121\n" +
+	"\x06output\x18\x03 \x01(\v2\x17.troupe.v1.FollowOutputH\x00R\x06output\x12.\n" +
+	"\x06status\x18\x04 \x01(\v2\x14.troupe.v1.PublicJobH\x00R\x06status\x12,\n" +
+	"\x05error\x18\x05 \x01(\v2\x14.troupe.v1.ErrorInfoH\x00R\x05errorB\a\n" +
+	"\x05frame\"\x87\x01\n" +
+	"\fFollowOpened\x12&\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.troupe.v1.PublicJobR\x03job\x12\x1d\n" +
+	"\n" +
+	"has_record\x18\x02 \x01(\bR\thasRecord\x12\x1a\n" +
+	"\bearliest\x18\x03 \x01(\x03R\bearliest\x12\x14\n" +
+	"\x05total\x18\x04 \x01(\x03R\x05total\"h\n" +
+	"\fFollowOutput\x12.\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x16.troupe.v1.RecordChunkR\x06chunks\x12\x14\n" +
+	"\x05lossy\x18\x02 \x01(\bR\x05lossy\x12\x12\n" +
+	"\x04next\x18\x03 \x01(\x03R\x04next\"*\n" +
+	"\vStreamClose\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId*\xa0\x01\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12JOB_STATUS_RUNNING\x10\x01\x12\x17\n" +
@@ -1134,31 +1941,42 @@ func file_troupe_proto_rawDescGZIP() []byte {
 }
 
 var file_troupe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_troupe_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_troupe_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_troupe_proto_goTypes = []any{
-	(JobStatus)(0),      // 0: troupe.v1.JobStatus
-	(KillResult)(0),     // 1: troupe.v1.KillResult
-	(*JobSnapshot)(nil), // 2: troupe.v1.JobSnapshot
-	(*Outcome)(nil),     // 3: troupe.v1.Outcome
-	(*ErrorInfo)(nil),   // 4: troupe.v1.ErrorInfo
-	(*GetRequest)(nil),  // 5: troupe.v1.GetRequest
-	(*GetReply)(nil),    // 6: troupe.v1.GetReply
-	(*ListRequest)(nil), // 7: troupe.v1.ListRequest
-	(*ListReply)(nil),   // 8: troupe.v1.ListReply
-	(*ReadRequest)(nil), // 9: troupe.v1.ReadRequest
-	(*ReadReply)(nil),   // 10: troupe.v1.ReadReply
-	(*KillRequest)(nil), // 11: troupe.v1.KillRequest
-	(*KillReply)(nil),   // 12: troupe.v1.KillReply
-	(*WaitRequest)(nil), // 13: troupe.v1.WaitRequest
-	(*WaitReply)(nil),   // 14: troupe.v1.WaitReply
-	(*StartReply)(nil),  // 15: troupe.v1.StartReply
-	(*JobsChanged)(nil), // 16: troupe.v1.JobsChanged
-	nil,                 // 17: troupe.v1.ErrorInfo.DetailsEntry
+	(JobStatus)(0),         // 0: troupe.v1.JobStatus
+	(KillResult)(0),        // 1: troupe.v1.KillResult
+	(*JobSnapshot)(nil),    // 2: troupe.v1.JobSnapshot
+	(*Outcome)(nil),        // 3: troupe.v1.Outcome
+	(*ErrorInfo)(nil),      // 4: troupe.v1.ErrorInfo
+	(*GetRequest)(nil),     // 5: troupe.v1.GetRequest
+	(*GetReply)(nil),       // 6: troupe.v1.GetReply
+	(*ListRequest)(nil),    // 7: troupe.v1.ListRequest
+	(*ListReply)(nil),      // 8: troupe.v1.ListReply
+	(*ReadRequest)(nil),    // 9: troupe.v1.ReadRequest
+	(*ReadReply)(nil),      // 10: troupe.v1.ReadReply
+	(*KillRequest)(nil),    // 11: troupe.v1.KillRequest
+	(*KillReply)(nil),      // 12: troupe.v1.KillReply
+	(*WaitRequest)(nil),    // 13: troupe.v1.WaitRequest
+	(*WaitReply)(nil),      // 14: troupe.v1.WaitReply
+	(*StartReply)(nil),     // 15: troupe.v1.StartReply
+	(*JobsChanged)(nil),    // 16: troupe.v1.JobsChanged
+	(*PublicJob)(nil),      // 17: troupe.v1.PublicJob
+	(*JobKill)(nil),        // 18: troupe.v1.JobKill
+	(*JobKillReply)(nil),   // 19: troupe.v1.JobKillReply
+	(*JobListOpen)(nil),    // 20: troupe.v1.JobListOpen
+	(*JobRoster)(nil),      // 21: troupe.v1.JobRoster
+	(*JobFollowOpen)(nil),  // 22: troupe.v1.JobFollowOpen
+	(*RecordChunk)(nil),    // 23: troupe.v1.RecordChunk
+	(*JobFollowFrame)(nil), // 24: troupe.v1.JobFollowFrame
+	(*FollowOpened)(nil),   // 25: troupe.v1.FollowOpened
+	(*FollowOutput)(nil),   // 26: troupe.v1.FollowOutput
+	(*StreamClose)(nil),    // 27: troupe.v1.StreamClose
+	nil,                    // 28: troupe.v1.ErrorInfo.DetailsEntry
 }
 var file_troupe_proto_depIdxs = []int32{
 	0,  // 0: troupe.v1.JobSnapshot.status:type_name -> troupe.v1.JobStatus
 	0,  // 1: troupe.v1.Outcome.status:type_name -> troupe.v1.JobStatus
-	17, // 2: troupe.v1.ErrorInfo.details:type_name -> troupe.v1.ErrorInfo.DetailsEntry
+	28, // 2: troupe.v1.ErrorInfo.details:type_name -> troupe.v1.ErrorInfo.DetailsEntry
 	2,  // 3: troupe.v1.GetReply.snapshot:type_name -> troupe.v1.JobSnapshot
 	4,  // 4: troupe.v1.GetReply.error:type_name -> troupe.v1.ErrorInfo
 	2,  // 5: troupe.v1.ListReply.jobs:type_name -> troupe.v1.JobSnapshot
@@ -1171,11 +1989,22 @@ var file_troupe_proto_depIdxs = []int32{
 	2,  // 12: troupe.v1.WaitReply.snapshot:type_name -> troupe.v1.JobSnapshot
 	4,  // 13: troupe.v1.WaitReply.error:type_name -> troupe.v1.ErrorInfo
 	4,  // 14: troupe.v1.StartReply.error:type_name -> troupe.v1.ErrorInfo
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	0,  // 15: troupe.v1.PublicJob.status:type_name -> troupe.v1.JobStatus
+	1,  // 16: troupe.v1.JobKillReply.outcome:type_name -> troupe.v1.KillResult
+	4,  // 17: troupe.v1.JobKillReply.error:type_name -> troupe.v1.ErrorInfo
+	17, // 18: troupe.v1.JobRoster.jobs:type_name -> troupe.v1.PublicJob
+	4,  // 19: troupe.v1.JobRoster.error:type_name -> troupe.v1.ErrorInfo
+	25, // 20: troupe.v1.JobFollowFrame.opened:type_name -> troupe.v1.FollowOpened
+	26, // 21: troupe.v1.JobFollowFrame.output:type_name -> troupe.v1.FollowOutput
+	17, // 22: troupe.v1.JobFollowFrame.status:type_name -> troupe.v1.PublicJob
+	4,  // 23: troupe.v1.JobFollowFrame.error:type_name -> troupe.v1.ErrorInfo
+	17, // 24: troupe.v1.FollowOpened.job:type_name -> troupe.v1.PublicJob
+	23, // 25: troupe.v1.FollowOutput.chunks:type_name -> troupe.v1.RecordChunk
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_troupe_proto_init() }
@@ -1186,13 +2015,21 @@ func file_troupe_proto_init() {
 	file_troupe_proto_msgTypes[0].OneofWrappers = []any{}
 	file_troupe_proto_msgTypes[1].OneofWrappers = []any{}
 	file_troupe_proto_msgTypes[14].OneofWrappers = []any{}
+	file_troupe_proto_msgTypes[15].OneofWrappers = []any{}
+	file_troupe_proto_msgTypes[20].OneofWrappers = []any{}
+	file_troupe_proto_msgTypes[22].OneofWrappers = []any{
+		(*JobFollowFrame_Opened)(nil),
+		(*JobFollowFrame_Output)(nil),
+		(*JobFollowFrame_Status)(nil),
+		(*JobFollowFrame_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_troupe_proto_rawDesc), len(file_troupe_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

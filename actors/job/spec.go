@@ -53,6 +53,9 @@ type Spec struct {
 	OutputLimitBytes *int64
 	// Owner is the agent instance that owns the job; nil for an unowned job.
 	Owner *owner.Agent
+	// Record, if set, is the job's non-consuming output record (what job.follow
+	// streams); the producer appends to it. nil: the job declares no record.
+	Record *Record
 	// Run starts the work and returns its hooks. It runs inside the registry's start
 	// message: it must return promptly and must not call the registry. An error or a
 	// panic registers nothing and uses no id.

@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,6 +27,36 @@ type Agent struct {
 	pid         *actor.PID
 	scope       *scope.Scope
 	incarnation uint64
+	root        *actor.RootContext
+}
+
+// Options configure an owner actor.
+type Options struct {
+	// Surface receives the agent's notices; nil drops them (after counting).
+	Surface Surface
+	// Logger receives delivery failures; nil means slog.Default().
+	Logger *slog.Logger
+	// Props, if set, adjusts the owner actor's props (a test dispatcher, say).
+	Props func(*actor.Props) *actor.Props
+}
+
+// SetBusy tells the owner actor whether the agent is running a turn.
+func (a *Agent) SetBusy(busy bool) { a.root.Send(a.pid, &SetBusy{Busy: busy}) }
+
+// InboxClaimed tells the owner actor the agent claimed an inbox message whose
+// source kind is kind ("user" resets the wake budget).
+func (a *Agent) InboxClaimed(kind string) { a.root.Send(a.pid, &InboxClaimed{SourceKind: kind}) }
+
+// Stats asks the owner actor for its delivery state.
+func (a *Agent) Stats(ctx context.Context) (Stats, error) {
+	reply := make(chan Stats, 1)
+	a.root.Send(a.pid, &statsReq{reply: reply})
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-ctx.Done():
+		return Stats{}, context.Cause(ctx)
+	}
 }
 
 // Session returns the agent's session id.
@@ -48,18 +79,27 @@ func (a *Agent) String() string { return fmt.Sprintf("agent %q (%s)", a.session,
 
 // Spawn starts the owner actor of a new incarnation of session, composed under parent.
 // watcher, if non-nil, receives Stopped when the actor stops.
-func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher *actor.PID) (*Agent, error) {
+func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher *actor.PID, opts Options) (*Agent, error) {
 	inc := incarnations.Add(1)
 	sc, err := parent.Child("agent:" + session)
 	if err != nil {
 		return nil, err
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &ownerActor{watcher: watcher} })
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, noticed: map[string]bool{}}
+	})
+	if opts.Props != nil {
+		props = opts.Props(props)
+	}
 	pid, err := root.SpawnNamed(props, fmt.Sprintf("owner-%d", inc))
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc}
+	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
 	if _, err := sc.Add(EffectLabel, func(ctx context.Context) error {
 		return root.StopFuture(pid).Wait()
 	}); err != nil {
@@ -69,17 +109,81 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 	return a, nil
 }
 
-// ownerActor is the identity of one incarnation. Later issues give it the notice
-// inbox, busy/idle status and wake budget; its stop already tears its jobs down.
+// ownerActor is one incarnation: its identity (its PID), the agent's busy/idle
+// status, its wake budget and the notices it has delivered. Its stop tears its
+// jobs down (through the registry, its watcher).
 type ownerActor struct {
 	watcher *actor.PID
+	surface Surface
+	logger  *slog.Logger
+	busy    bool
+	spent   int             // wakes spent since the last claimed user message
+	noticed map[string]bool // job ids already noticed: one notice per job, whatever mounts fire
+	stats   Stats
 }
 
 func (o *ownerActor) Receive(c actor.Context) {
-	switch c.Message().(type) {
+	switch m := c.Message().(type) {
+	case *Notice:
+		o.deliver(m)
+	case *SetBusy:
+		o.busy = m.Busy
+	case *InboxClaimed:
+		if m.SourceKind == "user" {
+			o.spent = 0
+		}
+	case *statsReq:
+		s := o.stats
+		s.Busy, s.SpentWakes = o.busy, o.spent
+		m.reply <- s
 	case *actor.Stopping:
 		if o.watcher != nil {
 			c.Send(o.watcher, &Stopped{PID: c.Self()})
 		}
 	}
+}
+
+// deliver picks the lane (SPEC §3.8) and calls the surface.
+func (o *ownerActor) deliver(n *Notice) {
+	if o.noticed[n.JobID] {
+		o.stats.Duplicates++
+		return
+	}
+	o.noticed[n.JobID] = true
+	verb, lane := o.inject, LaneInject
+	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
+		o.spent++
+		verb, lane = o.followup, LaneFollowup
+	}
+	if err := o.call(verb, n.Message); err != nil {
+		o.stats.Failed++
+		o.logger.Warn(fmt.Sprintf("jobs: onJobDone listener threw for %s: %s", n.JobID, err.Error()))
+		return
+	}
+	_ = lane
+	o.stats.Delivered++
+}
+
+func (o *ownerActor) inject(m Message) error {
+	if o.surface == nil {
+		return nil
+	}
+	return o.surface.Inject(m)
+}
+
+func (o *ownerActor) followup(m Message) error {
+	if o.surface == nil {
+		return nil
+	}
+	return o.surface.Followup(m)
+}
+
+// call runs a surface verb, turning a panic into an error.
+func (o *ownerActor) call(verb func(Message) error, m Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	return verb(m)
 }

@@ -101,6 +101,18 @@ func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages
 	}
 }
 
+// Record returns a job's output record (nil if the job declared none) and a
+// snapshot, under read's fence. It touches neither the read cursor nor the claim.
+func (c *Client) Record(id, caller string) (*job.Record, *messages.JobSnapshot, error) {
+	reply := make(chan recordRes, 1)
+	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply})
+	res, err := await(c, reply)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.rec, res.snap, res.err
+}
+
 // List returns the jobs visible to caller in registration order: its session's own
 // and every unowned job.
 func (c *Client) List(caller string) ([]*messages.JobSnapshot, error) {

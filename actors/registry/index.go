@@ -27,6 +27,7 @@ type record struct {
 	finishedAt int64
 	output     string
 	readOutput func() (string, error)
+	out        *job.Record // the non-consuming output record, if the spec declared one
 }
 
 func (r *record) live() bool { return r.pid != nil }

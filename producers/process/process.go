@@ -89,14 +89,19 @@ func (c Config) withDefaults() Config {
 
 // Shell returns the spec of a shell job (kind "bash", labelled with the command).
 // Set its Owner before starting it.
+//
+// The job's output goes two ways: the model reads the consuming delta (ReadOutput,
+// rendered as SPEC §3.12 renders it), and a UI follows the non-consuming record
+// (Spec.Record, streamed by job.follow). A Spec is meant to be started once.
 func Shell(command string, cfg Config) job.Spec {
-	return job.Spec{Kind: KindShell, Label: command, Run: func() (job.Hooks, error) {
+	rec := job.NewRecord()
+	return job.Spec{Kind: KindShell, Label: command, Record: rec, Run: func() (job.Hooks, error) {
 		if err := cfg.Validate(); err != nil {
 			return job.Hooks{}, err
 		}
 		cfg := cfg.withDefaults()
 		cmd := exec.Command(cfg.Shell, "-c", command)
-		_, hooks, err := start(cmd, cfg, false)
+		_, hooks, err := start(cmd, cfg, rec, false)
 		return hooks, err
 	}}
 }
@@ -108,6 +113,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	tree    *tree
 	buf     *output.Buffer
+	rec     *job.Record // the UI's non-consuming record
 	readers []io.ReadCloser
 	cancel  chan string
 	panics  chan any
@@ -124,8 +130,9 @@ func newToken() string {
 // start launches cmd in a new process group (or session, for a PTY) with the job
 // marker in its environment and returns the job's hooks. A process that cannot
 // start settles failed at once.
-func start(cmd *exec.Cmd, cfg Config, pty bool) (*proc, job.Hooks, error) {
+func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hooks, error) {
 	p := &proc{
+		rec:     rec,
 		cfg:     cfg,
 		cmd:     cmd,
 		tree:    newTree(newToken()),
@@ -348,6 +355,11 @@ func (p *proc) pump(wg *sync.WaitGroup, r io.Reader, ch output.Channel) {
 				p.cfg.chunkHook(ch, b[:n])
 			}
 			p.buf.Write(ch, b[:n])
+			channel := "stdout"
+			if ch == output.Stderr {
+				channel = "stderr"
+			}
+			p.rec.Append(string(b[:n]), job.AppendOptions{Channel: channel})
 		}
 		if err != nil {
 			return

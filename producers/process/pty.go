@@ -57,13 +57,14 @@ const (
 // kill rules are those of Shell.
 func PTY(command string, cfg Config) (job.Spec, *Terminal) {
 	term := &Terminal{}
-	return job.Spec{Kind: KindPTY, Label: command, Run: func() (job.Hooks, error) {
+	rec := job.NewRecord()
+	return job.Spec{Kind: KindPTY, Label: command, Record: rec, Run: func() (job.Hooks, error) {
 		if err := cfg.Validate(); err != nil {
 			return job.Hooks{}, err
 		}
 		cfg := cfg.withDefaults()
 		cmd := exec.Command(cfg.Shell, "-c", command)
-		p, hooks, err := start(cmd, cfg, true)
+		p, hooks, err := start(cmd, cfg, rec, true)
 		if err != nil {
 			return hooks, err
 		}

@@ -1,0 +1,74 @@
+package owner
+
+// Message is a user-role message for an agent's inbox (SPEC §3.7's notice form).
+type Message struct {
+	ID     string
+	Role   string // always "user" for notices
+	Text   string // the single text content block
+	Source Source
+}
+
+// Source says where an inbox message came from. For a job notice it is Rev A's
+// {kind:"plugin", plugin:"tool-jobs", form:"notice", summary}.
+type Source struct {
+	Kind    string
+	Plugin  string
+	Form    string
+	Summary string
+}
+
+// Surface is how troupe reaches an agent's loop; the embedder implements it. Its
+// verbs run on the owner actor and must not block (enqueue and return). An error or
+// a panic is logged and changes nothing else.
+type Surface interface {
+	// Inject adds msg to the next step's inbox; it never wakes an idle agent.
+	Inject(msg Message) error
+	// Steer adds msg to the next step's inbox and wakes an idle agent.
+	Steer(msg Message) error
+	// Followup queues msg as a new FIFO turn and wakes an idle agent.
+	Followup(msg Message) error
+}
+
+// Delivery lanes of a notice (SPEC §3.8).
+const (
+	DeliveryWakeup = "wakeup"
+	DeliveryQuiet  = "quiet"
+)
+
+// Notice asks the owner actor to deliver a job completion notice. The owner picks
+// the lane when it processes the notice: Followup when delivery is wakeup, the agent
+// is idle and its wake budget (MaxWakes per incarnation) is not spent; else Inject.
+type Notice struct {
+	JobID    string
+	Message  Message
+	Delivery string
+	MaxWakes int
+}
+
+// SetBusy reports the agent's status: busy (a turn is running) or idle.
+type SetBusy struct{ Busy bool }
+
+// InboxClaimed reports that the agent's loop claimed an inbox message of the given
+// source kind; a "user" message resets the wake budget.
+type InboxClaimed struct{ SourceKind string }
+
+// Lane is the verb a notice was delivered through.
+type Lane string
+
+const (
+	LaneInject   Lane = "inject"
+	LaneFollowup Lane = "followup"
+	LaneDropped  Lane = "dropped" // a duplicate for a job already noticed
+)
+
+// Stats is the owner's delivery state, for inspection and tests.
+type Stats struct {
+	Busy       bool
+	SpentWakes int
+	Delivered  int // notices handed to the surface (inject or followup)
+	Failed     int // surface calls that failed
+	Duplicates int // notices dropped as duplicates
+}
+
+// statsReq asks for Stats.
+type statsReq struct{ reply chan<- Stats }

@@ -108,6 +108,8 @@ type Producer struct {
 	OnCancel *job.Outcome
 	// CancelErr, if set, is returned by Cancel (which then changes nothing).
 	CancelErr error
+	// Record, if set, is declared as the job's output record.
+	Record *job.Record
 
 	done      chan job.Outcome
 	cancelled chan string
@@ -127,7 +129,7 @@ func NewProducer() *Producer {
 
 // Spec returns a spec running p, owned by a (nil: unowned).
 func (p *Producer) Spec(a *owner.Agent) job.Spec {
-	return job.Spec{Kind: p.Kind, Label: p.Label, Owner: a, Run: p.Run}
+	return job.Spec{Kind: p.Kind, Label: p.Label, Owner: a, Run: p.Run, Record: p.Record}
 }
 
 // Run is the producer's Run.

@@ -22,6 +22,7 @@ type Channel uint8
 const (
 	Stdout Channel = iota
 	Stderr
+	Log // narration for humans: kept out of the model's delta
 )
 
 type chunk struct {
@@ -54,7 +55,7 @@ func New(retain int) *Buffer {
 
 // Write appends p to channel ch. It never blocks on a reader.
 func (b *Buffer) Write(ch Channel, p []byte) {
-	if len(p) == 0 {
+	if len(p) == 0 || ch == Log {
 		return
 	}
 	b.mu.Lock()

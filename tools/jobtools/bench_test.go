@@ -1,0 +1,128 @@
+package jobtools_test
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/producers/process"
+	"github.com/troupe-rt/troupe/tools"
+	"github.com/troupe-rt/troupe/tools/jobtools"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// BenchmarkJobOutputStream is job_output on a live stream job through the tool
+// pipeline (decode, read, render, finalize). Baseline: BenchmarkRawRead.
+func BenchmarkJobOutputStream(b *testing.B) {
+	sys, _ := troupetest.NewSystem(b)
+	m, err := jobtools.MountIn(sys, sys.Scope(), jobtools.DefaultConfig())
+	require.NoError(b, err)
+	p := troupetest.NewProducer()
+	p.Stream = true
+	p.OnCancel = &job.Outcome{Status: job.Killed}
+	id, err := sys.Jobs().Start(p.Spec(nil))
+	require.NoError(b, err)
+	args, _ := json.Marshal(map[string]any{"job_id": id})
+	pipe := m.Pipeline()
+	call := tools.Call{ID: "c", Name: jobtools.NameOutput, Args: args}
+	for b.Loop() {
+		if res := pipe.Run(context.Background(), m.Output(), call); res.IsError {
+			b.Fatal(res.Content)
+		}
+	}
+}
+
+// BenchmarkRawRead is the registry read the tool wraps.
+func BenchmarkRawRead(b *testing.B) {
+	sys, _ := troupetest.Served(b)
+	p := troupetest.NewProducer()
+	p.Stream = true
+	p.OnCancel = &job.Outcome{Status: job.Killed}
+	id, err := sys.Jobs().Start(p.Spec(nil))
+	require.NoError(b, err)
+	for b.Loop() {
+		if _, _, err := sys.Jobs().Read(id, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type chanSurface chan time.Time
+
+func (c chanSurface) Inject(owner.Message) error   { c <- time.Now(); return nil }
+func (c chanSurface) Steer(owner.Message) error    { c <- time.Now(); return nil }
+func (c chanSurface) Followup(owner.Message) error { c <- time.Now(); return nil }
+
+// BenchmarkNoticeLatency measures settle (the producer sends its outcome) → the
+// notice reaching the owner's delivery surface.
+func BenchmarkNoticeLatency(b *testing.B) {
+	sys, _ := troupetest.NewSystem(b)
+	_, err := jobtools.MountIn(sys, sys.Scope(), jobtools.DefaultConfig())
+	require.NoError(b, err)
+	_, err = sys.Jobs().MountAgents(sys.Scope())
+	require.NoError(b, err)
+	surface := make(chanSurface, 1)
+	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
+	require.NoError(b, err)
+	require.NoError(b, sys.Jobs().RegisterAgent(a))
+	a.SetBusy(true)
+	var total time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		p := troupetest.NewProducer()
+		_, err := sys.Jobs().Start(p.Spec(a))
+		require.NoError(b, err)
+		b.StartTimer()
+		start := time.Now()
+		p.Settle(job.Outcome{Status: job.Completed})
+		total += (<-surface).Sub(start)
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/notice")
+}
+
+// BenchmarkMemoryOfGiBOutputJob runs a shell job that writes 1 GiB nobody reads and
+// reports the peak heap while it runs: the output buffer and the record bound it.
+func BenchmarkMemoryOfGiBOutputJob(b *testing.B) {
+	sys, _ := troupetest.Served(b)
+	for b.Loop() {
+		runtime.GC()
+		var base runtime.MemStats
+		runtime.ReadMemStats(&base)
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			t := time.NewTicker(10 * time.Millisecond)
+			defer t.Stop()
+			for {
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > peak.Load() {
+					peak.Store(ms.HeapInuse)
+				}
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		id, err := sys.Jobs().Start(process.Shell("head -c 1073741824 /dev/zero", process.Config{}))
+		require.NoError(b, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		_, err = sys.Jobs().AwaitSettled(ctx, id, "")
+		cancel()
+		require.NoError(b, err)
+		close(stop)
+		<-sampled
+		b.ReportMetric(float64(peak.Load()-min(peak.Load(), base.HeapInuse))/(1<<20), "peak-heap-MiB")
+	}
+}

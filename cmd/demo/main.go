@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,10 +28,34 @@ const (
 	stopTimeout = 10 * time.Second
 )
 
+// scenarios are the demo's parts, in the order a full run plays them.
+var scenarios = []struct {
+	name, about string
+	run         func(*timeline) error
+}{
+	{"jobs", "shell jobs streaming output, a kill with a reason, a PTY prompt, a teardown", scenarioJobs},
+	{"notices", "completion notices: a wake budget, a human kill the model is told about, a model kill it is not", scenarioNotices},
+}
+
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+	only := flag.String("scenario", "", "run one scenario (jobs, notices); default all")
+	flag.Parse()
+	ran := false
+	for _, sc := range scenarios {
+		if *only != "" && *only != sc.name {
+			continue
+		}
+		ran = true
+		tl := &timeline{start: time.Now()}
+		fmt.Printf("== %s: %s\n", sc.name, sc.about)
+		if err := sc.run(tl); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: scenario %s: %v\n", sc.name, err)
+			os.Exit(1)
+		}
+	}
+	if !ran {
+		fmt.Fprintf(os.Stderr, "demo: unknown scenario %q\n", *only)
+		os.Exit(2)
 	}
 }
 
@@ -46,8 +71,7 @@ func (t *timeline) say(who, format string, args ...any) {
 	fmt.Printf("%6.1fms  %-8s %s\n", float64(time.Since(t.start).Microseconds())/1000, who, fmt.Sprintf(format, args...))
 }
 
-func run() error {
-	tl := &timeline{start: time.Now()}
+func scenarioJobs(tl *timeline) error {
 	sys, err := troupe.New(troupe.Config{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err

@@ -1,0 +1,347 @@
+package subagent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/scope"
+)
+
+// Event types (SPEC §5.1, §5.3).
+const (
+	EventProviderAdded   = "subagent/provider-added"
+	EventProviderRemoved = "subagent/provider-removed"
+	EventStart           = "subagent/start"
+	EventEnd             = "subagent/end"
+)
+
+// Event is a lifecycle event of the seam.
+type Event struct {
+	Type       string
+	Provider   string
+	RunID      string // minted by the runtime
+	ID         string // the run's id
+	Local      bool
+	StopReason string // end only
+	// LastAssistantMessage is the run's output text (end only; "" when none).
+	LastAssistantMessage string
+	// Parent is the delegating agent (start/end); nil for provider events.
+	Parent *owner.Agent
+}
+
+// Listener observes events. It runs on the runtime actor: it must not block. A
+// panic is contained and logged — except from a provider-added listener, whose
+// panic rolls the registration back.
+type Listener func(Event)
+
+const maxSafeInteger = 1<<53 - 1
+
+// Runtime is the provider registry and the start path. Its state lives in the
+// subagent-runtime actor; a Runtime is a handle to it, safe for concurrent use.
+type Runtime struct {
+	root   *actor.RootContext
+	pid    *actor.PID
+	global *scope.Scope
+	runs   atomic.Uint64
+	tokens atomic.Uint64
+	gone   chan struct{} // closed once the actor has stopped
+}
+
+// NewRuntime spawns the runtime actor. global is the scope whose listeners hear
+// every event (the system's global scope).
+func NewRuntime(system *actor.ActorSystem, global *scope.Scope, logger *slog.Logger) (*Runtime, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	rt := &Runtime{root: system.Root, global: global, gone: make(chan struct{})}
+	a := &runtimeActor{global: global.ID(), logger: logger, providers: map[string]*providerEntry{}, listeners: map[scope.ID][]*listenerEntry{}}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-runtime")
+	if err != nil {
+		return nil, err
+	}
+	rt.pid = pid
+	if _, err := global.Add("subagent-runtime.stop()", func(ctx context.Context) error {
+		defer close(rt.gone)
+		return system.Root.StopFuture(pid).Wait()
+	}); err != nil {
+		_ = system.Root.StopFuture(pid).Wait()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// errStopped answers requests once the runtime has stopped.
+var errStopped = &messages.Error{Code: messages.CodeStopped, Message: "subagent runtime is stopped"}
+
+func (rt *Runtime) ask(msg any, reply chan any) any {
+	rt.root.Send(rt.pid, msg)
+	select {
+	case v := <-reply:
+		return v
+	case <-rt.gone:
+		return errStopped
+	}
+}
+
+// RegisterProvider registers p in sc. A duplicate name fails with
+// DUPLICATE_PROVIDER; a provider-added listener that panics rolls it back. The
+// returned effect (or disposing sc) removes it; runs already started go on.
+func (rt *Runtime) RegisterProvider(sc *scope.Scope, p Provider) (*scope.Effect, error) {
+	token := rt.tokens.Add(1)
+	reply := make(chan any, 1)
+	if err, _ := rt.ask(&registerReq{p: p, token: token, reply: reply}, reply).(error); err != nil {
+		return nil, err
+	}
+	eff, err := sc.Add("subagent.provider("+p.Name()+")", func(context.Context) error {
+		reply := make(chan any, 1)
+		rt.ask(&unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
+		return nil
+	})
+	if err != nil {
+		reply := make(chan any, 1)
+		rt.ask(&unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
+		return nil, err
+	}
+	return eff, nil
+}
+
+// Provider returns the provider registered under name, or nil.
+func (rt *Runtime) Provider(name string) Provider {
+	reply := make(chan any, 1)
+	p, _ := rt.ask(&lookupReq{name: name, reply: reply}, reply).(Provider)
+	return p
+}
+
+// List returns the registered provider names in insertion order.
+func (rt *Runtime) List() []string {
+	reply := make(chan any, 1)
+	names, _ := rt.ask(&listReq{reply: reply}, reply).([]string)
+	return names
+}
+
+// Listen registers a listener in sc: a global-scope listener hears every event; one
+// in another scope hears the start/end events of parents composed under it.
+func (rt *Runtime) Listen(sc *scope.Scope, l Listener) (*scope.Effect, error) {
+	token := rt.tokens.Add(1)
+	reply := make(chan any, 1)
+	rt.ask(&listenReq{scope: sc.ID(), token: token, fn: l, reply: reply}, reply)
+	eff, err := sc.Add("subagent.listen()", func(context.Context) error {
+		reply := make(chan any, 1)
+		rt.ask(&unlistenReq{token: token, reply: reply}, reply)
+		return nil
+	})
+	if err != nil {
+		reply := make(chan any, 1)
+		rt.ask(&unlistenReq{token: token, reply: reply}, reply)
+		return nil, err
+	}
+	return eff, nil
+}
+
+// Resolve runs SPEC §5.2's checks 1–4 and computes the child depth and descriptor.
+func (rt *Runtime) Resolve(name string, req Request) (Provider, ResolvedRequest, error) {
+	p := rt.Provider(name)
+	if p == nil {
+		return nil, ResolvedRequest{}, messages.Errorf(CodeNoProvider, "no subagent provider registered for %q", name)
+	}
+	caps := p.Capabilities()
+	for _, c := range []struct {
+		name      string
+		requested bool
+		has       bool
+	}{
+		{"outputSchema", len(req.OutputSchema) > 0, caps.OutputSchema},
+		{"depthLimit", req.MaxDepth != nil, caps.DepthLimit},
+		{"toolFilter", req.ToolFilter != nil, caps.ToolFilter},
+		{"persona", req.Persona != "", caps.Persona},
+	} {
+		if c.requested && !c.has {
+			return nil, ResolvedRequest{}, messages.Errorf(CodeUnsupportedCapability,
+				"subagent provider %q does not support the %q capability", name, c.name)
+		}
+	}
+	if m := req.MaxDepth; m != nil && (*m < 0 || *m > maxSafeInteger) {
+		return nil, ResolvedRequest{}, ErrInvalidMaxDepth
+	}
+	return p, ResolvedRequest{
+		Request:    req,
+		Depth:      max(req.Parent.Depth, req.Parent.SubagentDepth) + 1,
+		Descriptor: Descriptor{Version: 2, Mode: "one-shot", Provider: name, Label: req.Label},
+	}, nil
+}
+
+// Start is a one-shot delegation (SPEC §5.2): the checks, then the provider's
+// start. On success the run is published: subagent/start is emitted, and
+// subagent/end follows once its result settles. parent may be nil.
+func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *owner.Agent) (*Run, error) {
+	p, resolved, err := rt.Resolve(name, req)
+	if err != nil {
+		return nil, err
+	}
+	run, err := p.Start(ctx, resolved)
+	if err != nil {
+		return nil, err
+	}
+	ev := Event{Provider: name, RunID: "run-" + strconv.FormatUint(rt.runs.Add(1), 10), ID: run.ID(), Local: run.Local(), Parent: parent}
+	start := ev
+	start.Type = EventStart
+	rt.root.Send(rt.pid, &emit{ev: start})
+	go func() {
+		<-run.Done()
+		res, _ := run.Result(context.Background())
+		end := ev
+		end.Type, end.StopReason, end.LastAssistantMessage = EventEnd, res.StopReason, res.Text()
+		rt.root.Send(rt.pid, &emit{ev: end})
+	}()
+	return run, nil
+}
+
+type (
+	registerReq struct {
+		p     Provider
+		token uint64
+		reply chan any
+	}
+	unregisterReq struct {
+		name  string
+		token uint64
+		reply chan any
+	}
+	lookupReq struct {
+		name  string
+		reply chan any
+	}
+	listReq   struct{ reply chan any }
+	listenReq struct {
+		scope scope.ID
+		token uint64
+		fn    Listener
+		reply chan any
+	}
+	unlistenReq struct {
+		token uint64
+		reply chan any
+	}
+	emit struct{ ev Event }
+)
+
+type providerEntry struct {
+	p     Provider
+	token uint64
+}
+
+type listenerEntry struct {
+	token uint64
+	fn    Listener
+}
+
+// runtimeActor owns the provider table and the listener layers.
+type runtimeActor struct {
+	global    scope.ID
+	logger    *slog.Logger
+	providers map[string]*providerEntry
+	order     []string
+	listeners map[scope.ID][]*listenerEntry
+}
+
+func (a *runtimeActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *registerReq:
+		name := m.p.Name()
+		if a.providers[name] != nil {
+			m.reply <- messages.Errorf(CodeDuplicateProvider, "a subagent provider named %q is already registered", name)
+			return
+		}
+		a.providers[name] = &providerEntry{p: m.p, token: m.token}
+		a.order = append(a.order, name)
+		if err := a.fire(Event{Type: EventProviderAdded, Provider: name}, true); err != nil {
+			a.remove(name)
+			m.reply <- err
+			return
+		}
+		m.reply <- nil
+	case *unregisterReq:
+		if e := a.providers[m.name]; e != nil && e.token == m.token {
+			a.remove(m.name)
+			_ = a.fire(Event{Type: EventProviderRemoved, Provider: m.name}, false)
+		}
+		m.reply <- nil
+	case *lookupReq:
+		if e := a.providers[m.name]; e != nil {
+			m.reply <- e.p
+			return
+		}
+		m.reply <- nil
+	case *listReq:
+		m.reply <- append([]string(nil), a.order...)
+	case *listenReq:
+		a.listeners[m.scope] = append(a.listeners[m.scope], &listenerEntry{token: m.token, fn: m.fn})
+		m.reply <- nil
+	case *unlistenReq:
+		for id, ls := range a.listeners {
+			for i, l := range ls {
+				if l.token == m.token {
+					a.listeners[id] = append(ls[:i:i], ls[i+1:]...)
+				}
+			}
+		}
+		m.reply <- nil
+	case *emit:
+		_ = a.fire(m.ev, false)
+	}
+}
+
+func (a *runtimeActor) remove(name string) {
+	delete(a.providers, name)
+	for i, n := range a.order {
+		if n == name {
+			a.order = append(a.order[:i:i], a.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// fire calls the listeners of the event's layers: the global layer, then the
+// parent's scope chain. With strict, the first panic stops and is returned.
+func (a *runtimeActor) fire(ev Event, strict bool) error {
+	layers := []scope.ID{a.global}
+	if ev.Parent != nil {
+		for _, id := range ev.Parent.Scope().Chain() {
+			if id != a.global {
+				layers = append(layers, id)
+			}
+		}
+	}
+	for _, layer := range layers {
+		for _, l := range a.listeners[layer] {
+			if err := call(l.fn, ev); err != nil {
+				if strict {
+					return err
+				}
+				a.logger.Warn(fmt.Sprintf("subagent: %s listener threw: %s", ev.Type, err.Error()))
+			}
+		}
+	}
+	return nil
+}
+
+func call(fn Listener, ev Event) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if e, ok := v.(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("%v", v)
+			}
+		}
+	}()
+	fn(ev)
+	return nil
+}

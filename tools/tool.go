@@ -16,6 +16,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/troupe-rt/troupe/actors/owner"
 )
 
 // Block is one content block of a tool result.
@@ -54,7 +56,8 @@ type Call struct {
 	ID      string
 	Name    string
 	Args    json.RawMessage
-	Session string // the calling agent's session id ("" for no agent)
+	Session string       // the calling agent's session id ("" for no agent)
+	Agent   *owner.Agent // the calling agent instance, when the tool needs it (nil: none)
 }
 
 // Tool is a model-facing tool.

@@ -1,0 +1,110 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// Memory is an in-memory Store for tests. Its lock guards only its own map.
+type Memory struct {
+	mu       sync.Mutex
+	sessions map[string]*Snapshot
+}
+
+// NewMemory returns an empty store.
+func NewMemory() *Memory { return &Memory{sessions: map[string]*Snapshot{}} }
+
+func (m *Memory) Create(ctx context.Context, h Header, entries []Entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.sessions[h.ID]; ok {
+		return duplicate(h.ID)
+	}
+	h.Version = HeaderVersion
+	s := &Snapshot{Header: h}
+	for _, e := range entries {
+		e.Seq = uint64(len(s.Log) + 1)
+		s.Log = append(s.Log, e)
+	}
+	m.sessions[h.ID] = s
+	return nil
+}
+
+func (m *Memory) get(id string) (*Snapshot, error) {
+	s, ok := m.sessions[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return s, nil
+}
+
+func copySnap(s *Snapshot) Snapshot {
+	return Snapshot{Header: s.Header, Log: slices.Clone(s.Log), Inbox: slices.Clone(s.Inbox)}
+}
+
+func (m *Memory) Activate(ctx context.Context, id string) (Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s.Header.Epoch++
+	return copySnap(s), nil
+}
+
+func (m *Memory) Load(ctx context.Context, id string) (Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return copySnap(s), nil
+}
+
+func (m *Memory) Accept(ctx context.Context, id string, epoch uint64, msg InboxMessage) (InboxMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return InboxMessage{}, err
+	}
+	if s.Header.Epoch != epoch {
+		return InboxMessage{}, ErrStaleEpoch
+	}
+	msg.Seq = uint64(len(s.Inbox) + 1)
+	s.Inbox = append(s.Inbox, msg)
+	return msg, nil
+}
+
+func (m *Memory) Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return err
+	}
+	if s.Header.Epoch != epoch {
+		return ErrStaleEpoch
+	}
+	for _, e := range entries {
+		e.Seq = uint64(len(s.Log) + 1)
+		s.Log = append(s.Log, e)
+	}
+	return nil
+}
+
+func (m *Memory) IDs(ctx context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.sessions))
+	for id := range m.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func (m *Memory) Close() error { return nil }

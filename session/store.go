@@ -1,0 +1,151 @@
+// Package session persists continuable child sessions (SPEC §6.8, DESIGN
+// "Persistence"): a header, the session log (model history and log-only events such
+// as the descriptor) and the inbox journal of accepted messages.
+//
+// The contract every Store keeps:
+//  1. A write is acknowledged only once it is durable (a synced commit; concurrent
+//     writers may share one commit).
+//  2. Activate takes a new epoch from the session record; every later write carries
+//     the epoch it was activated with, and a write with a stale epoch is refused
+//     (ErrStaleEpoch) in the same transaction — a stale activation can never append.
+//  3. Entries and inbox messages keep their order of acceptance (sequence numbers).
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// HeaderVersion is the header format version this package writes.
+const HeaderVersion = 1
+
+// Header is a child session's record.
+type Header struct {
+	ID              string `json:"id"`
+	ParentSession   string `json:"parentSession"`
+	Origin          string `json:"origin"` // "subagent"
+	DelegationDepth int    `json:"delegationDepth"`
+	SeedLength      int    `json:"seedLength,omitempty"` // log entries inherited from a fork seed
+	Cwd             string `json:"cwd,omitempty"`
+	CreatedAt       int64  `json:"createdAt"` // Unix milliseconds
+	Version         int    `json:"version"`
+	Epoch           uint64 `json:"epoch"` // bumped by every activation
+}
+
+// Block is a content block.
+type Block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// Entry kinds of the session log.
+const (
+	EntryMessage     = "message"             // model history
+	EntryDescriptor  = "subagent/descriptor" // log-only
+	EntryTurnStart   = "turn/start"          // a turn took an inbox message
+	EntryTurnEnd     = "turn/end"            // the turn ended (stop reason)
+	EntryTurnAborted = "turn/aborted-by-crash"
+)
+
+// Entry is one event of the session log.
+type Entry struct {
+	Seq        uint64          `json:"seq"`
+	Kind       string          `json:"kind"`
+	Role       string          `json:"role,omitempty"`
+	Content    []Block         `json:"content,omitempty"`
+	Descriptor json.RawMessage `json:"descriptor,omitempty"`
+	InboxID    string          `json:"inboxId,omitempty"`
+	StopReason string          `json:"stopReason,omitempty"`
+}
+
+// Source says who wrote an inbox message (it grants nothing).
+type Source struct {
+	Kind            string `json:"kind"`
+	Form            string `json:"form,omitempty"`
+	SenderSessionID string `json:"senderSessionId,omitempty"`
+}
+
+// InboxMessage is an accepted message.
+type InboxMessage struct {
+	ID         string  `json:"id"`
+	Seq        uint64  `json:"seq"`
+	Content    []Block `json:"content"`
+	Source     Source  `json:"source"`
+	AcceptedAt int64   `json:"acceptedAt"`
+}
+
+// Snapshot is a session as stored.
+type Snapshot struct {
+	Header Header
+	Log    []Entry
+	Inbox  []InboxMessage
+}
+
+// Store persists sessions. Implementations: Bolt (the embedded default) and Memory
+// (tests); a PostgreSQL store for several nodes keeps the same contract, with the
+// epoch check in each append's transaction.
+type Store interface {
+	// Create writes a new session with its first log entries (a fork seed, the
+	// descriptor). It fails with DUPLICATE_CHILD if the id exists.
+	Create(ctx context.Context, h Header, entries []Entry) error
+	// Activate takes the next epoch and returns the session as stored, at that epoch.
+	Activate(ctx context.Context, id string) (Snapshot, error)
+	// Load reads a session without activating it.
+	Load(ctx context.Context, id string) (Snapshot, error)
+	// Accept appends to the inbox journal (assigning Seq) if epoch is current.
+	Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error)
+	// Append appends log entries (assigning Seq) if epoch is current.
+	Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error
+	// IDs lists the stored session ids.
+	IDs(ctx context.Context) ([]string, error)
+	Close() error
+}
+
+// Errors of the store.
+var (
+	ErrStaleEpoch = errors.New("session: write refused: the activation's epoch is stale")
+	ErrNotFound   = errors.New("session: not found")
+)
+
+// duplicate is DUPLICATE_CHILD (SPEC §6.2 step 5).
+func duplicate(id string) error {
+	return messages.Errorf("DUPLICATE_CHILD", "subagent %q already exists", id)
+}
+
+// Pending derives the restore plan of a snapshot: the accepted messages whose turns
+// never started (to run, in order), and those whose turn started but never ended
+// (cut off by a crash: logged as aborted, not re-run).
+func (s Snapshot) Pending() (toRun []InboxMessage, cutOff []InboxMessage) {
+	started, ended := map[string]bool{}, map[string]bool{}
+	for _, e := range s.Log {
+		switch e.Kind {
+		case EntryTurnStart:
+			started[e.InboxID] = true
+		case EntryTurnEnd, EntryTurnAborted:
+			ended[e.InboxID] = true
+		}
+	}
+	for _, m := range s.Inbox {
+		switch {
+		case !started[m.ID]:
+			toRun = append(toRun, m)
+		case !ended[m.ID]:
+			cutOff = append(cutOff, m)
+		}
+	}
+	return toRun, cutOff
+}
+
+// FirstDescriptor returns the first descriptor in the child's own suffix (the
+// entries after the fork seed), or nil.
+func (s Snapshot) FirstDescriptor() json.RawMessage {
+	for i, e := range s.Log {
+		if i >= s.Header.SeedLength && e.Kind == EntryDescriptor {
+			return e.Descriptor
+		}
+	}
+	return nil
+}

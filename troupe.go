@@ -49,8 +49,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock stamps startedAt and finishedAt. nil means time.Now.
 	Clock func() time.Time
-	// Dispatcher runs every troupe actor's mailbox. nil means protoactor's default;
-	// tests pass a seeded dispatcher to replay a schedule exactly.
+	// Dispatcher runs every troupe actor's mailbox. nil means a PoolDispatcher owned
+	// (and closed) by the System; tests pass a seeded dispatcher to replay a schedule.
 	Dispatcher actor.Dispatcher
 	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
 	// (a discarding protoactor logger and a 10 ms dead-letter throttle).
@@ -79,6 +79,7 @@ type System struct {
 
 	logger     *slog.Logger
 	dispatcher actor.Dispatcher
+	pool       *PoolDispatcher // the default dispatcher, closed by Shutdown
 
 	stopped  chan struct{}
 	shutdown sync.Once
@@ -108,7 +109,13 @@ func New(cfg Config) (*System, error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		actor.WithDeadLetterThrottleInterval(deadLetterThrottle),
 	}, cfg.ActorSystemOptions...)
+	var pool *PoolDispatcher
+	if cfg.Dispatcher == nil {
+		pool = NewPoolDispatcher(0)
+		cfg.Dispatcher = pool
+	}
 	s := &System{
+		pool:    pool,
 		actors:  actor.NewActorSystem(opts...),
 		root:    scope.NewRoot("global"),
 		watch:   job.NewWatcher(),
@@ -129,6 +136,9 @@ func New(cfg Config) (*System, error) {
 	if err != nil {
 		s.watch.Close()
 		s.actors.Shutdown()
+		if pool != nil {
+			pool.Close()
+		}
 		return nil, err
 	}
 	s.jobs = jobs
@@ -192,5 +202,8 @@ func (s *System) stop() {
 	close(s.stopped)
 	s.watch.Close()
 	s.actors.Shutdown()
+	if s.pool != nil {
+		s.pool.Close()
+	}
 	s.err = rootErr
 }

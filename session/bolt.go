@@ -2,11 +2,13 @@ package session
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"encoding/json"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // openTimeout bounds the wait for the file lock of a bbolt file held by another process.
@@ -210,4 +212,14 @@ func (b *Bolt) IDs(ctx context.Context) ([]string, error) {
 		})
 	})
 	return ids, err
+}
+
+func (b *Bolt) Delete(ctx context.Context, id string) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(id))
+		if errors.Is(err, berrors.ErrBucketNotFound) {
+			return nil
+		}
+		return err
+	})
 }

@@ -107,4 +107,11 @@ func (m *Memory) IDs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+func (m *Memory) Delete(ctx context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sessions, id)
+	return nil
+}
+
 func (m *Memory) Close() error { return nil }

@@ -99,6 +99,8 @@ type Store interface {
 	Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error)
 	// Append appends log entries (assigning Seq) if epoch is current.
 	Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error
+	// Delete removes a session (the rollback of a start that failed before acceptance).
+	Delete(ctx context.Context, id string) error
 	// IDs lists the stored session ids.
 	IDs(ctx context.Context) ([]string, error)
 	Close() error

@@ -126,6 +126,29 @@ func (o *ownerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *Notice:
 		o.deliver(m)
+	case *ChildNotice:
+		verb := o.steer
+		switch {
+		case m.LineageClosing:
+			verb = o.inject
+		case !o.busy:
+			verb = o.followup
+		}
+		if err := o.call(verb, m.Message); err != nil {
+			o.stats.Failed++
+			o.logger.Warn(fmt.Sprintf("subagent: settlement notice of %s to %s failed: %s", m.ChildID, c.Self().Id, err.Error()))
+			return
+		}
+		o.stats.Delivered++
+	case *Relay:
+		verb := o.steer
+		if m.Quiet {
+			verb = o.inject
+		}
+		err := o.call(verb, m.Message)
+		if m.Reply != nil {
+			m.Reply <- err
+		}
 	case *SetBusy:
 		o.busy = m.Busy
 	case *InboxClaimed:
@@ -169,6 +192,13 @@ func (o *ownerActor) inject(m Message) error {
 		return nil
 	}
 	return o.surface.Inject(m)
+}
+
+func (o *ownerActor) steer(m Message) error {
+	if o.surface == nil {
+		return nil
+	}
+	return o.surface.Steer(m)
 }
 
 func (o *ownerActor) followup(m Message) error {

@@ -1,20 +1,41 @@
 package owner
 
+import "unicode/utf16"
+
 // Message is a user-role message for an agent's inbox (SPEC §3.7's notice form).
 type Message struct {
 	ID     string
-	Role   string // always "user" for notices
-	Text   string // the single text content block
+	Role   string   // always "user" for notices
+	Text   string   // the first text content block
+	More   []string // further text blocks, in order (a child's closing message)
 	Source Source
 }
 
 // Source says where an inbox message came from. For a job notice it is Rev A's
 // {kind:"plugin", plugin:"tool-jobs", form:"notice", summary}.
 type Source struct {
-	Kind    string
-	Plugin  string
-	Form    string
-	Summary string
+	Kind            string
+	Plugin          string
+	Form            string
+	Summary         string
+	SenderSessionID string
+}
+
+// SummaryUnits bounds a notice summary, in UTF-16 code units (SPEC §1.3 rule 20).
+const SummaryUnits = 120
+
+// BoundSummary keeps s within SummaryUnits UTF-16 code units: a longer one keeps 119
+// units (118 if the 119th would split a surrogate pair) and appends "…".
+func BoundSummary(s string) string {
+	units := utf16.Encode([]rune(s))
+	if len(units) <= SummaryUnits {
+		return s
+	}
+	keep := SummaryUnits - 1
+	if utf16.IsSurrogate(rune(units[keep-1])) && units[keep-1] < 0xDC00 {
+		keep--
+	}
+	return string(utf16.Decode(units[:keep])) + "…"
 }
 
 // Surface is how troupe reaches an agent's loop; the embedder implements it. Its
@@ -43,6 +64,23 @@ type Notice struct {
 	Message  Message
 	Delivery string
 	MaxWakes int
+}
+
+// ChildNotice asks the owner actor to deliver a continuable child's settlement
+// notice (SPEC §6.5): injected when the parent's lineage is tearing down, a followup
+// turn when it is idle, else steered into its next step.
+type ChildNotice struct {
+	ChildID        string
+	Message        Message
+	LineageClosing bool
+}
+
+// Relay asks the owner actor to deliver a child's report (SPEC §6.6): steered into
+// the next step (waking an idle agent), or injected when Quiet.
+type Relay struct {
+	Message Message
+	Quiet   bool
+	Reply   chan<- error
 }
 
 // SetBusy reports the agent's status: busy (a turn is running) or idle.

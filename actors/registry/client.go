@@ -294,6 +294,15 @@ func (c *Client) RegisterAgent(a *owner.Agent) error {
 	return nil
 }
 
+// RegisteredAgent returns the PID of the instance registered for session, or nil
+// (also when no agent registry is mounted).
+func (c *Client) RegisteredAgent(session string) *actor.PID {
+	reply := make(chan *actor.PID, 1)
+	c.root.Send(c.pid, &lookupAgentReq{session: session, reply: reply})
+	pid, _ := await(c, reply)
+	return pid
+}
+
 // UnregisterAgent removes a from the agent registry if it is the registered instance.
 func (c *Client) UnregisterAgent(a *owner.Agent) error {
 	reply := make(chan error, 1)

@@ -2,9 +2,9 @@ package jobtools
 
 import (
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -16,7 +16,6 @@ const (
 	ResultTruncated = "[result truncated]"
 	NoticeTruncated = "[notice truncated]"
 	NoticeAction    = "\nDone; job_output."
-	summaryUnits    = 120
 )
 
 // PublicJob is the public projection of a snapshot (SPEC §3.2): it never carries
@@ -99,16 +98,7 @@ func noticeDetail(s *messages.JobSnapshot) string {
 // Summary is `<kind> <label> <statusLine>` capped at 120 UTF-16 code units: a longer
 // one keeps 119 units (118 if the 119th would split a surrogate pair) and `…`.
 func Summary(s *messages.JobSnapshot) string {
-	full := s.Kind + " " + s.Label + " " + StatusLine(s)
-	units := utf16.Encode([]rune(full))
-	if len(units) <= summaryUnits {
-		return full
-	}
-	keep := summaryUnits - 1
-	if utf16.IsSurrogate(rune(units[keep-1])) && units[keep-1] < 0xDC00 {
-		keep-- // a high surrogate whose low half would be cut
-	}
-	return string(utf16.Decode(units[:keep])) + "…"
+	return owner.BoundSummary(s.Kind + " " + s.Label + " " + StatusLine(s))
 }
 
 // BoundNotice bounds the notice text to limit bytes (limit ≤ 0: unbounded), by the

@@ -128,9 +128,16 @@ func newChildID() string {
 
 func text(s string) []session.Block { return []session.Block{{Type: "text", Text: s}} }
 
-// StartContinuable starts a continuable child of parent (SPEC §6.2) and returns
-// once its first message is accepted. ctx governs only the steps before acceptance.
-func (m *Manager) StartContinuable(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
+// StartContinuable starts a continuable child with a fresh id (the subagent tool's
+// continuable mode): see Start.
+func (m *Manager) StartContinuable(ctx context.Context, provider, label string, req subagent.Request, parent *owner.Agent) (string, string, error) {
+	return m.Start(ctx, parent, provider, label, "", req)
+}
+
+// Start starts a continuable child of parent (SPEC §6.2), with childID or a fresh
+// id, and returns once its first message is accepted. ctx governs only the steps
+// before acceptance; any failure before it rolls the child back entirely.
+func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
 	if m.deps.Store == nil {
 		return "", "", messages.Errorf(subagent.CodePersistenceUnavailable,
 			"continuable subagents require session persistence (configure a session store: activation.Deps.Store)")

@@ -45,6 +45,15 @@ func (l *Local) Capabilities() Capabilities {
 	return Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 }
 
+// PrepareContinuable makes Local a continuable provider: a spawned child starts
+// fresh, a forked one from a copy of the parent's completed turns.
+func (l *Local) PrepareContinuable(ctx context.Context, req Request) (Seed, error) {
+	if !l.inherits {
+		return Seed{}, nil
+	}
+	return Seed{History: append([]Message(nil), req.Parent.History...)}, nil
+}
+
 // Start spawns the child agent actor, which runs the prompt as its first turn.
 func (l *Local) Start(ctx context.Context, req ResolvedRequest) (*Run, error) {
 	if err := CheckDepth(req); err != nil {
@@ -61,7 +70,7 @@ func (l *Local) Start(ctx context.Context, req ResolvedRequest) (*Run, error) {
 	}
 	turn := Turn{Session: id, Depth: req.Depth, History: history,
 		Input:   Message{Role: "user", Content: []Block{{Type: "text", Text: req.Prompt}}},
-		Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema}
+		Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Options: req.Options}
 	var pid *actor.PID
 	quiet := make(chan struct{}) // closed when the turn goroutine has returned
 	run, settle := NewRun(id, true, func(ctx context.Context) error {

@@ -1,9 +1,11 @@
 package subagent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -34,11 +36,15 @@ type Event struct {
 	LastAssistantMessage string
 	// Parent is the delegating agent (start/end); nil for provider events.
 	Parent *owner.Agent
+	// Registered is the provider itself (provider-added only), so a listener — which
+	// runs on the runtime actor and must not ask it — can check its capabilities.
+	Registered Provider
 }
 
-// Listener observes events. It runs on the runtime actor: it must not block. A
-// panic is contained and logged — except from a provider-added listener, whose
-// panic rolls the registration back.
+// Listener observes events. It runs on the runtime actor: it must not block and
+// must not call the Runtime. A panic is contained and logged — except from a
+// provider-added listener, whose panic rolls the registration back (and announces
+// provider-removed, so listeners that heard it added do not keep a stale view).
 type Listener func(Event)
 
 const maxSafeInteger = 1<<53 - 1
@@ -126,8 +132,9 @@ func (rt *Runtime) List() []string {
 	return names
 }
 
-// Listen registers a listener in sc: a global-scope listener hears every event; one
-// in another scope hears the start/end events of parents composed under it.
+// Listen registers a listener in sc. Every listener hears the provider events, in
+// registration order; a global-scope listener hears every start/end event, one in
+// another scope those of parents composed under it.
 func (rt *Runtime) Listen(sc *scope.Scope, l Listener) (*scope.Effect, error) {
 	token := rt.tokens.Add(1)
 	reply := make(chan any, 1)
@@ -151,7 +158,10 @@ func (rt *Runtime) Resolve(name string, req Request) (Provider, ResolvedRequest,
 	if p == nil {
 		return nil, ResolvedRequest{}, messages.Errorf(CodeNoProvider, "no subagent provider registered for %q", name)
 	}
-	caps := p.Capabilities()
+	var caps Capabilities
+	if err := protect(func() error { caps = p.Capabilities(); return nil }); err != nil {
+		return nil, ResolvedRequest{}, err
+	}
 	for _, c := range []struct {
 		name      string
 		requested bool
@@ -185,9 +195,12 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *
 	if err != nil {
 		return nil, err
 	}
-	run, err := p.Start(ctx, resolved)
-	if err != nil {
+	var run *Run
+	if err := protect(func() (err error) { run, err = p.Start(ctx, resolved); return err }); err != nil {
 		return nil, err
+	}
+	if run == nil {
+		return nil, fmt.Errorf("subagent provider %q returned no run", name)
 	}
 	ev := Event{Provider: name, RunID: "run-" + strconv.FormatUint(rt.runs.Add(1), 10), ID: run.ID(), Local: run.Local(), Parent: parent}
 	start := ev
@@ -261,8 +274,9 @@ func (a *runtimeActor) Receive(c actor.Context) {
 		}
 		a.providers[name] = &providerEntry{p: m.p, token: m.token}
 		a.order = append(a.order, name)
-		if err := a.fire(Event{Type: EventProviderAdded, Provider: name}, true); err != nil {
+		if err := a.fire(Event{Type: EventProviderAdded, Provider: name, Registered: m.p}, true); err != nil {
 			a.remove(name)
+			_ = a.fire(Event{Type: EventProviderRemoved, Provider: name}, false)
 			m.reply <- err
 			return
 		}
@@ -308,40 +322,38 @@ func (a *runtimeActor) remove(name string) {
 	}
 }
 
-// fire calls the listeners of the event's layers: the global layer, then the
-// parent's scope chain. With strict, the first panic stops and is returned.
+// fire calls the listeners that hear ev: for a start/end event those of its layers
+// (the global layer, then the parent's scope chain); for a provider event every
+// listener, in registration order. With strict, the first panic stops and is
+// returned.
 func (a *runtimeActor) fire(ev Event, strict bool) error {
-	layers := []scope.ID{a.global}
-	if ev.Parent != nil {
-		for _, id := range ev.Parent.Scope().Chain() {
-			if id != a.global {
-				layers = append(layers, id)
+	var ls []*listenerEntry
+	if ev.Type == EventProviderAdded || ev.Type == EventProviderRemoved {
+		for _, layer := range a.listeners {
+			ls = append(ls, layer...)
+		}
+		slices.SortFunc(ls, func(x, y *listenerEntry) int { return cmp.Compare(x.token, y.token) })
+	} else {
+		ls = append(ls, a.listeners[a.global]...)
+		if ev.Parent != nil {
+			for _, id := range ev.Parent.Scope().Chain() {
+				if id != a.global {
+					ls = append(ls, a.listeners[id]...)
+				}
 			}
 		}
 	}
-	for _, layer := range layers {
-		for _, l := range a.listeners[layer] {
-			if err := call(l.fn, ev); err != nil {
-				if strict {
-					return err
-				}
-				a.logger.Warn(fmt.Sprintf("subagent: %s listener threw: %s", ev.Type, err.Error()))
+	for _, l := range ls {
+		if err := call(l.fn, ev); err != nil {
+			if strict {
+				return err
 			}
+			a.logger.Warn(fmt.Sprintf("subagent: %s listener threw: %s", ev.Type, err.Error()))
 		}
 	}
 	return nil
 }
 
-func call(fn Listener, ev Event) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if e, ok := v.(error); ok {
-				err = e
-			} else {
-				err = fmt.Errorf("%v", v)
-			}
-		}
-	}()
-	fn(ev)
-	return nil
+func call(fn Listener, ev Event) error {
+	return protect(func() error { fn(ev); return nil })
 }

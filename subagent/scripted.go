@@ -132,7 +132,7 @@ func (p *ScriptedProvider) Start(ctx context.Context, req ResolvedRequest) (*Run
 	go func() {
 		defer close(quiet)
 		res, _ := RunOneTurn(turnCtx, p.Runner, Turn{Session: id, Depth: req.Depth,
-			Input: textMessage("user", req.Prompt)})
+			Input: textMessage("user", req.Prompt), Options: req.Options})
 		settle(res, nil)
 	}()
 	return run, nil

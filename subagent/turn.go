@@ -23,6 +23,7 @@ type Turn struct {
 	Persona      string
 	ToolFilter   *ToolFilter
 	OutputSchema json.RawMessage
+	Options      *AgentOptions // the child's model options (nil: the runner's default)
 }
 
 // TurnResult is what a turn produced.

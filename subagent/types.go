@@ -94,6 +94,14 @@ type Parent struct {
 	History []Message
 }
 
+// AgentOptions choose the child's model (SPEC §5.4 agentOptions). They need no
+// capability: a provider passes them to its runner (Turn.Options) or ignores them.
+type AgentOptions struct {
+	Provider  string `json:"provider,omitempty"`
+	Model     string `json:"model,omitempty"`
+	MaxTokens *int64 `json:"maxTokens,omitempty"` // ≥ 1 when present
+}
+
 // Request is a delegation.
 type Request struct {
 	Prompt       string
@@ -102,6 +110,7 @@ type Request struct {
 	MaxDepth     *int64          // requires depthLimit
 	ToolFilter   *ToolFilter     // requires toolFilter
 	Persona      string          // requires persona
+	Options      *AgentOptions   // the child's model; nil: the provider's default
 	Parent       Parent
 }
 
@@ -129,6 +138,20 @@ type Provider interface {
 	// Start launches a run. An error means the provider cleaned up already: there is
 	// nothing to dispose.
 	Start(ctx context.Context, req ResolvedRequest) (*Run, error)
+}
+
+// Seed is what a continuable provider prepares for a new child (SPEC §5.1
+// prepareContinuable): the history the child starts from (nil: a fresh child).
+type Seed struct {
+	History []Message
+}
+
+// Continuable is the optional interface of a provider that can start continuable
+// children (SPEC §5.1: having prepareContinuable *is* the capability). It prepares
+// the child's seed; the continuation manager owns the child from there.
+type Continuable interface {
+	Provider
+	PrepareContinuable(ctx context.Context, req Request) (Seed, error)
 }
 
 // Run is a started delegation. Result and Dispose may be called from any goroutine.
@@ -184,13 +207,14 @@ func (r *Run) Result(ctx context.Context) (Result, error) {
 }
 
 // Dispose cancels the remaining work and waits for quiescence. Idempotent: every
-// call waits for the same disposal; ctx stops only the waiting.
+// call waits for the same disposal and gets its error; ctx stops only the waiting.
+// A provider's dispose that panics fails with the panic's text (SPEC §1.3 rule 13).
 func (r *Run) Dispose(ctx context.Context) error {
 	r.dispose.once.Do(func() {
 		go func() {
 			defer close(r.dispose.done)
 			if r.dispose.fn != nil {
-				r.dispose.err = r.dispose.fn(context.Background())
+				r.dispose.err = protect(func() error { return r.dispose.fn(context.Background()) })
 			}
 		}()
 	})
@@ -242,6 +266,21 @@ func (e *DepthError) Error() string {
 // ErrInvalidMaxDepth is the plain error of a maxDepth that is not a non-negative
 // safe integer.
 var ErrInvalidMaxDepth = errors.New("subagent maxDepth must be a non-negative safe integer")
+
+// protect runs f, turning a panic into an error carrying fmt.Sprint of its value
+// (an error value is kept as it is).
+func protect(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if e, ok := v.(error); ok {
+				err = e
+			} else {
+				err = errors.New(fmt.Sprint(v))
+			}
+		}
+	}()
+	return f()
+}
 
 // CheckDepth is what a provider with the depthLimit capability enforces.
 func CheckDepth(req ResolvedRequest) error {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/troupe-rt/troupe/actors/owner"
 )
@@ -99,7 +100,8 @@ func DecodeStrict(data []byte, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		return err
 	}
-	if dec.More() {
+	// Not dec.More: it reports false before a stray `}` or `]`, so `{}}` would pass.
+	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("trailing data after the JSON value")
 	}
 	return nil

@@ -39,9 +39,9 @@ type (
 		quiet   bool
 		reply   chan<- acceptRes
 	}
-	statusReq struct{ reply chan<- Status }
-	ownChild  struct{ id string }
-	dropChild struct{ id string }
+	statusReq    struct{ reply chan<- Status }
+	ownChild     struct{ id string }
+	dropChild    struct{ id string }
 	beginDispose struct{}
 	turnEnded    struct {
 		inbox    string

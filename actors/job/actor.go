@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -37,6 +38,7 @@ type jobActor struct {
 	waits     map[uint64]*Wait
 	handedOff bool
 	watch     *Watch
+	planted   *plantedFastSettle // nil unless a test planted PlantedCheckThenActSettle
 }
 
 type doneMsg struct {
@@ -45,18 +47,27 @@ type doneMsg struct {
 }
 
 func (a *jobActor) Receive(c actor.Context) {
+	if a.planted != nil {
+		defer a.planted.publish(a)
+	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		root, self := c.ActorSystem().Root, c.Self()
+		deliver := func(o Outcome, ok bool) { root.Send(self, &doneMsg{o: o, ok: ok}) }
+		if fault.Planted(PlantedCheckThenActSettle) {
+			a.planted = newPlantedFastSettle(a, root, self)
+			deliver = a.planted.deliver
+		}
 		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, func(o Outcome, ok bool) {
-			root.Send(self, &doneMsg{o: o, ok: ok})
+			fault.Yield("job.done.deliver")
+			deliver(o, ok)
 		})
 	case *doneMsg:
 		o, violation := CheckOutcome(m.o, m.ok)
 		if violation != "" && a.core.Live() {
 			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
 		}
-		a.settle(c, o)
+		a.settle(c, o, false)
 	case *Read:
 		if a.handedOff {
 			c.Send(a.cfg.Registry, m)
@@ -112,13 +123,16 @@ func (a *jobActor) Receive(c actor.Context) {
 		if a.handedOff {
 			return
 		}
-		a.core.TeardownBegin()
+		// The teardown's claim (SPEC §2.11 step 1) is recorded once Cancel has returned:
+		// nothing observes the job within this step except the waits a forced settlement
+		// ends, and those end as their own timeout or abort would — before the claim.
 		if err := a.cancel(m.Reason); err != nil {
 			a.cfg.Logger.Warn(fmt.Sprintf("jobs: cancel of %s threw during teardown; job record forced failed and work may be orphaned: %s", a.cfg.ID, err.Error()))
 			a.watch.Remove()
-			a.settle(c, Outcome{Status: Failed, Detail: "cancel threw during teardown; work may be orphaned: Error: " + err.Error()})
+			a.settle(c, Outcome{Status: Failed, Detail: "cancel threw during teardown; work may be orphaned: Error: " + err.Error()}, true)
 			return
 		}
+		a.core.TeardownBegin()
 		a.core.TeardownCancelled()
 		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
 	case *actor.Stopping:
@@ -126,7 +140,7 @@ func (a *jobActor) Receive(c actor.Context) {
 			// Stopped before its producer settled (a panic in this actor, or a stop from
 			// outside): settle failed so no waiter hangs and the slot is freed.
 			a.watch.Remove()
-			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"})
+			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"}, false)
 		}
 	}
 }
@@ -141,17 +155,16 @@ func (a *jobActor) endWait(w *Wait) {
 }
 
 // settle applies an outcome: first wins. Waits whose context already ended are
-// ended first (SPEC §1.3 rule 11), then the decision is handed to the registry.
-func (a *jobActor) settle(c actor.Context, o Outcome) {
+// ended first (SPEC §1.3 rule 11), then — with the teardown's claim if teardown —
+// the decision is handed to the registry.
+func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
 	if !a.core.Live() {
 		return
 	}
-	for _, t := range append([]uint64(nil), a.core.Waiters()...) {
-		if w := a.waits[t]; w.Ctx.Err() != nil {
-			a.core.RemoveWaiter(t)
-			delete(a.waits, t)
-			a.endWait(w)
-		}
+	fault.Yield("job.settle.before-decide")
+	a.endExpiredWaits()
+	if teardown {
+		a.core.TeardownBegin()
 	}
 	d, _ := a.core.Settle(o)
 	replies := make([]chan<- WaitResult, len(d.Waiters))
@@ -162,6 +175,19 @@ func (a *jobActor) settle(c actor.Context, o Outcome) {
 	a.handedOff = true
 	now := max(a.cfg.Now(), a.cfg.StartedAt)
 	c.Send(a.cfg.Registry, &Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput})
+	fault.Yield("job.settle.after-decide")
+}
+
+// endExpiredWaits ends every pending wait whose context is already done, each as
+// its own timeout or abort would (SPEC §1.3 rule 11).
+func (a *jobActor) endExpiredWaits() {
+	for _, t := range append([]uint64(nil), a.core.Waiters()...) {
+		if w := a.waits[t]; w.Ctx.Err() != nil {
+			a.core.RemoveWaiter(t)
+			delete(a.waits, t)
+			a.endWait(w)
+		}
+	}
 }
 
 func (a *jobActor) snapshot() *messages.JobSnapshot {
@@ -172,6 +198,7 @@ func (a *jobActor) cancel(reason string) error {
 	if a.cfg.Hooks.Cancel == nil {
 		return nil
 	}
+	defer fault.Yield("job.cancel.after-hook") // a producer may settle inside Cancel
 	return protect(func() error { return a.cfg.Hooks.Cancel(reason) })
 }
 

@@ -46,7 +46,9 @@ func (c *Core) KillLanded(claim bool, reason string) {
 	}
 }
 
-// TeardownBegin claims the report before the teardown cancel is called (SPEC §2.11).
+// TeardownBegin records a teardown's claim (SPEC §2.11 step 1). The shell records it
+// in the teardown's step, after Cancel returned (nothing can observe the job in
+// between) and, when Cancel failed, after ending the waits already over.
 func (c *Core) TeardownBegin() {
 	if c.Live() {
 		c.teardown = true

@@ -72,6 +72,10 @@ type (
 		unregister bool
 		reply      chan<- error
 	}
+	lookupAgentReq struct {
+		session string
+		reply   chan<- *actor.PID
+	}
 	teardownReq struct {
 		key   string
 		reply chan<- struct{}
@@ -239,6 +243,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		m.reply <- struct{}{}
 	case *agentReq:
 		m.reply <- r.agent(m)
+	case *lookupAgentReq:
+		m.reply <- r.agents[m.session]
 	case *teardownReq:
 		r.teardownOwner(c, m.key, m.reply)
 	case *owner.Stopped:

@@ -1,0 +1,62 @@
+package job
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/internal/fault"
+)
+
+// PlantedCheckThenActSettle names a deliberately planted bug (TESTING.md's mutation
+// check). It is compiled in but inert: only a test that installs a fault injector
+// with fault.Plant(PlantedCheckThenActSettle) turns it on, for the job actors started
+// while that injector is installed. test/settle shows its suite catches it.
+const PlantedCheckThenActSettle = "check-then-act-settle"
+
+// plantedFastSettle is the planted bug: a "skip the mailbox hop" optimisation of the
+// Done delivery. The job actor publishes a copy of its core after every message;
+// when the producer's outcome arrives, the Done watcher's goroutine checks that copy
+// ("the job is live"), decides the settlement from it and commits it straight to the
+// registry, then tells the job actor as usual. There is no data race — the copy is
+// published through an atomic pointer — and without contention the result is
+// indistinguishable from the real path. But the check and the act are separated by
+// whatever the job actor processes in between: a kill landing (its claim and reason),
+// a wait registering, a teardown claiming or force-failing. Each then also makes
+// the job actor reach its own settlement decision: two decisions for one job, of
+// which the registry records the stale one, and replies disagree with it.
+type plantedFastSettle struct {
+	cfg  *Config // immutable after spawn
+	root *actor.RootContext
+	self *actor.PID
+	pub  atomic.Pointer[Core] // the core as of the end of the job actor's last message
+}
+
+func newPlantedFastSettle(a *jobActor, root *actor.RootContext, self *actor.PID) *plantedFastSettle {
+	p := &plantedFastSettle{cfg: &a.cfg, root: root, self: self}
+	p.publish(a)
+	return p
+}
+
+// publish runs on the job actor, after each message.
+func (p *plantedFastSettle) publish(a *jobActor) {
+	c := a.core
+	c.waiters = slices.Clone(c.waiters)
+	p.pub.Store(&c)
+}
+
+// deliver runs on the Done watcher's goroutine, in place of the plain forward.
+func (p *plantedFastSettle) deliver(o Outcome, ok bool) {
+	if c := p.pub.Load(); c != nil && c.Live() { // check
+		fault.Yield("job.settle.before-decide")
+		core := *c
+		checked, _ := CheckOutcome(o, ok)
+		d, _ := core.Settle(checked)
+		d.Waiters = nil // the job actor answers its own waits when it settles
+		now := max(p.cfg.Now(), p.cfg.StartedAt)
+		p.root.Send(p.cfg.Registry, &Settled{ID: p.cfg.ID, Decision: d, FinishedAt: now, // act
+			ReadOutput: p.cfg.Hooks.ReadOutput})
+	}
+	p.root.Send(p.self, &doneMsg{o: o, ok: ok})
+}

@@ -13,6 +13,8 @@
 //     schema; then the provider starts the run.
 //  3. Await Run.Result: it fails only on an infrastructure fault; a child that failed
 //     still resolves, with its StopReason. Always call Run.Dispose (idempotent).
+//  4. A provider that can also start continuable children implements Continuable
+//     (its PrepareContinuable is the capability); the continuation manager uses it.
 //
 // troupe runs no LLM. A provider for an external product (an ACP agent, Codex,
 // Claude Code) implements Provider: Start launches the product's session (a process

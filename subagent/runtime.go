@@ -216,6 +216,18 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *
 	return run, nil
 }
 
+// Emit publishes a start or end event for children that do not run through Start:
+// the continuation manager's activations (SPEC §5.3, case 154). An event without a
+// RunID gets one minted here; the event as published is returned, so the matching
+// end can carry the same RunID. Listeners hear it as they hear Start's events.
+func (rt *Runtime) Emit(ev Event) Event {
+	if ev.RunID == "" {
+		ev.RunID = "run-" + strconv.FormatUint(rt.runs.Add(1), 10)
+	}
+	rt.root.Send(rt.pid, &emit{ev: ev})
+	return ev
+}
+
 type (
 	registerReq struct {
 		p     Provider

@@ -198,6 +198,11 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // Result waits for the result. It fails only on an infrastructure fault or when
 // ctx ends; child-level failures resolve with their StopReason.
 func (r *Run) Result(ctx context.Context) (Result, error) {
+	select { // a settled result wins over a done ctx
+	case <-r.done:
+		return r.res, r.err
+	default:
+	}
 	select {
 	case <-r.done:
 		return r.res, r.err
@@ -218,6 +223,11 @@ func (r *Run) Dispose(ctx context.Context) error {
 			}
 		}()
 	})
+	select { // a finished disposal wins over a done ctx
+	case <-r.dispose.done:
+		return r.dispose.err
+	default:
+	}
 	select {
 	case <-r.dispose.done:
 		return r.dispose.err

@@ -9,7 +9,7 @@ import (
 // shardSize bounds how many Done channels one watcher goroutine selects over: a
 // goroutine per live job would cost ~2.5 KiB each; a shard costs that once per
 // shardSize jobs, and a select over it stays cheap.
-const shardSize = 32
+const shardSize = 64
 
 // Watcher delivers each job's single Done value to a callback without a goroutine
 // per job. It is a leaf helper: its lock guards only its shard list, which no actor
@@ -23,13 +23,9 @@ type Watcher struct {
 	wg sync.WaitGroup
 }
 
-// Watch is the handle of one watched channel.
+// Watch is one watched channel (and its handle).
 type Watch struct {
-	sh *shard
-	e  *watchEntry
-}
-
-type watchEntry struct {
+	sh      *shard
 	ch      reflect.Value
 	deliver func(Outcome, bool)
 	removed atomic.Bool
@@ -43,7 +39,7 @@ type shard struct {
 
 // shardCtl is an add, a stop, or (neither) a poke: "look for removed entries".
 type shardCtl struct {
-	add  *watchEntry
+	add  *Watch
 	stop bool
 }
 
@@ -72,17 +68,17 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 		go sh.run()
 	}
 	sh.n++
-	e := &watchEntry{ch: reflect.ValueOf(done), deliver: deliver}
+	e := &Watch{sh: sh, ch: reflect.ValueOf(done), deliver: deliver}
 	w.mu.Unlock()
 	sh.ctl <- shardCtl{add: e} // room: at most shardSize adds are outstanding per shard
-	return &Watch{sh: sh, e: e}
+	return e
 }
 
 // Remove stops watching (for a job settled by another path). It never blocks and
 // is idempotent; a value already on its way may still be delivered (settlement is
 // first-wins, so that is harmless).
 func (wt *Watch) Remove() {
-	if wt == nil || wt.e.removed.Swap(true) {
+	if wt == nil || wt.removed.Swap(true) {
 		return
 	}
 	select {
@@ -126,7 +122,7 @@ func (s *shard) release() bool {
 
 func (s *shard) run() {
 	defer s.w.wg.Done()
-	entries := make([]*watchEntry, 0, shardSize)
+	entries := make([]*Watch, 0, shardSize)
 	cases := make([]reflect.SelectCase, 1, shardSize+1)
 	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.ctl)}
 	drop := func(i int) bool {

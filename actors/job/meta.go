@@ -10,7 +10,6 @@ type Meta struct {
 	OutputLimitBytes *int64  // present only when the spec gave it
 	OwnerSession     *string // present only for owned jobs
 	StartedAt        int64   // Unix milliseconds
-	Stream           bool    // the producer has ReadOutput
 }
 
 // Snapshot builds a fresh snapshot (SPEC §2.12). detail and finishedAt are

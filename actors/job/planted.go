@@ -2,6 +2,7 @@ package job
 
 import (
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,7 +35,7 @@ type plantedFastSettle struct {
 }
 
 func newPlantedFastSettle(a *jobActor, root *actor.RootContext, self *actor.PID) *plantedFastSettle {
-	p := &plantedFastSettle{cfg: &a.cfg, root: root, self: self}
+	p := &plantedFastSettle{cfg: a.cfg, root: root, self: self}
 	p.publish(a)
 	return p
 }
@@ -59,4 +60,27 @@ func (p *plantedFastSettle) deliver(o Outcome, ok bool) {
 			ReadOutput: p.cfg.Hooks.ReadOutput})
 	}
 	p.root.Send(p.self, &doneMsg{o: o, ok: ok})
+}
+
+// planted holds the planted bug's state per job actor, outside the actor struct so
+// that production job actors carry nothing for it. Only tests that plant the bug
+// ever store here; plantedAny keeps the per-message check at one atomic load.
+var (
+	planted    sync.Map // *jobActor → *plantedFastSettle
+	plantedAny atomic.Bool
+)
+
+func setPlanted(a *jobActor, p *plantedFastSettle) {
+	plantedAny.Store(true)
+	planted.Store(a, p)
+}
+
+func plantedOf(a *jobActor) *plantedFastSettle {
+	if !plantedAny.Load() {
+		return nil
+	}
+	if p, ok := planted.Load(a); ok {
+		return p.(*plantedFastSettle)
+	}
+	return nil
 }

@@ -132,11 +132,13 @@ type Config struct {
 // registryActor owns admission, ids, routing and listing, the observer layers and
 // the agent registry. Everything here is touched only inside Receive.
 type registryActor struct {
-	cfg    Config
-	client *Client
-	adm    *Admission
-	idx    *Index
-	owners map[string]*ownerEntry
+	cfg     Config
+	spawner *job.Spawner
+	shared  *job.Shared // what every job actor of this registry shares
+	client  *Client
+	adm     *Admission
+	idx     *Index
+	owners  map[string]*ownerEntry
 
 	regs        map[uint64]*registration
 	controllers map[scope.ID]int
@@ -160,6 +162,7 @@ type disposal struct {
 func newRegistryActor(cfg Config, client *Client) *registryActor {
 	return &registryActor{
 		cfg:         cfg,
+		spawner:     job.NewSpawner(cfg.Dispatcher),
 		client:      client,
 		adm:         NewAdmission(cfg.MaxConcurrentJobsPerOwner),
 		idx:         NewIndex(),
@@ -385,28 +388,24 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	rec := &record{
 		Meta: job.Meta{
 			ID: id, Kind: spec.Kind, Label: spec.Label, OutputLimitBytes: spec.OutputLimitBytes,
-			StartedAt: r.cfg.Now(), Stream: hooks.ReadOutput != nil,
+			StartedAt: r.cfg.Now(),
 		},
 		owner:  oe,
 		status: job.Running,
 		slot:   true,
+		stream: hooks.ReadOutput != nil,
 		out:    spec.Record,
 	}
 	if oe != nil {
-		s := oe.session
-		rec.OwnerSession = &s
+		rec.OwnerSession = &oe.session // shared: an owner's session never changes
 	}
 	if rec.out != nil {
 		rec.out.Bind(id, r.cfg.Logger)
 	}
-	props := job.Props(job.Config{
-		Meta: rec.Meta, Hooks: hooks, Registry: c.Self(), Watcher: r.cfg.Watcher,
-		Logger: r.cfg.Logger, Now: r.cfg.Now,
-	})
-	if r.cfg.Dispatcher != nil {
-		props = props.Configure(actor.WithDispatcher(r.cfg.Dispatcher))
+	if r.shared == nil {
+		r.shared = &job.Shared{Registry: c.Self(), Watcher: r.cfg.Watcher, Logger: r.cfg.Logger, Now: r.cfg.Now}
 	}
-	pid, err := c.SpawnNamed(props, id)
+	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id)
 	if err != nil {
 		// Ids are never reused by one registry, so the name is free; this is a bug.
 		panic(fmt.Sprintf("jobs: spawning job actor %s: %v", id, err))
@@ -445,7 +444,7 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 		return
 	}
 	text := rec.output
-	if rec.Stream {
+	if rec.stream {
 		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
 			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: err.Error(), Cause: err}}
 			return

@@ -23,6 +23,7 @@ type record struct {
 	reported   bool
 	slot       bool // holds an admission slot
 	hasDetail  bool
+	stream     bool // the producer has ReadOutput
 	detail     string
 	finishedAt int64
 	output     string

@@ -101,7 +101,10 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 	}
 	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
 	if _, err := sc.Add(EffectLabel, func(ctx context.Context) error {
-		return root.StopFuture(pid).Wait()
+		// Poison, not Stop: a notice sent before the jobs' teardown finished (an
+		// unclaimed settlement) is already queued and must be delivered first;
+		// Stop, a system message, would overtake it and drop it.
+		return root.PoisonFuture(pid).Wait()
 	}); err != nil {
 		root.Stop(pid)
 		return nil, err

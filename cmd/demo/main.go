@@ -35,10 +35,11 @@ var scenarios = []struct {
 }{
 	{"jobs", "shell jobs streaming output, a kill with a reason, a PTY prompt, a teardown", scenarioJobs},
 	{"notices", "completion notices: a wake budget, a human kill the model is told about, a model kill it is not", scenarioNotices},
+	{"subagents", "delegation in the foreground and background, a continuable child across a restart", scenarioSubagents},
 }
 
 func main() {
-	only := flag.String("scenario", "", "run one scenario (jobs, notices); default all")
+	only := flag.String("scenario", "", "run one scenario (jobs, notices, subagents); default all")
 	flag.Parse()
 	ran := false
 	for _, sc := range scenarios {

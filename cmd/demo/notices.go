@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"log/slog"
 	"os"
 
@@ -21,11 +22,18 @@ type agentLoop struct {
 	tl    *timeline
 	name  string
 	lanes chan string
+	only  string // if set, only notices of this source kind are counted on lanes
 }
 
 func (l *agentLoop) got(lane string, m owner.Message) error {
-	l.tl.say(l.name, "%-8s %s", lane+":", m.Text)
-	l.lanes <- lane
+	text := m.Text
+	if len(m.More) > 0 {
+		text += " " + strings.Join(m.More, " ")
+	}
+	l.tl.say(l.name, "%-8s %s", lane+":", text)
+	if l.only == "" || m.Source.Kind == l.only {
+		l.lanes <- lane
+	}
 	return nil
 }
 func (l *agentLoop) Inject(m owner.Message) error   { return l.got("inject", m) }

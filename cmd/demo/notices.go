@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/controller"

@@ -2,9 +2,9 @@ package session
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"time"
 
 	bolt "go.etcd.io/bbolt"

@@ -48,6 +48,7 @@ const (
 	EntryTurnStart   = "turn/start"          // a turn took an inbox message
 	EntryTurnEnd     = "turn/end"            // the turn ended (stop reason)
 	EntryTurnAborted = "turn/aborted-by-crash"
+	EntryDiscarded   = "inbox/discarded" // a disposal dropped the accepted message unrun
 )
 
 // Entry is one event of the session log.
@@ -75,6 +76,9 @@ type InboxMessage struct {
 	Content    []Block `json:"content"`
 	Source     Source  `json:"source"`
 	AcceptedAt int64   `json:"acceptedAt"`
+	// Quiet marks a message that joined the queue without waking it (an injected
+	// notice): it runs with the next turn, or is discarded when the child settles.
+	Quiet bool `json:"quiet,omitempty"`
 }
 
 // Snapshot is a session as stored.
@@ -118,20 +122,23 @@ func duplicate(id string) error {
 }
 
 // Pending derives the restore plan of a snapshot: the accepted messages whose turns
-// never started (to run, in order), and those whose turn started but never ended
-// (cut off by a crash: logged as aborted, not re-run).
+// never started and that no disposal discarded (to run, in order), and those whose
+// turn started but never ended (cut off by a crash: logged as aborted, not re-run).
 func (s Snapshot) Pending() (toRun []InboxMessage, cutOff []InboxMessage) {
-	started, ended := map[string]bool{}, map[string]bool{}
+	started, ended, discarded := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, e := range s.Log {
 		switch e.Kind {
 		case EntryTurnStart:
 			started[e.InboxID] = true
 		case EntryTurnEnd, EntryTurnAborted:
 			ended[e.InboxID] = true
+		case EntryDiscarded:
+			discarded[e.InboxID] = true
 		}
 	}
 	for _, m := range s.Inbox {
 		switch {
+		case discarded[m.ID]:
 		case !started[m.ID]:
 			toRun = append(toRun, m)
 		case !ended[m.ID]:

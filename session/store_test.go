@@ -138,3 +138,26 @@ func TestConcurrentAcceptsKeepOneSequence(t *testing.T) {
 		require.False(t, errors.Is(err, ErrStaleEpoch))
 	})
 }
+
+// A disposal that drops accepted messages records them discarded: a later
+// restore does not run them; the quiet flag survives the journal.
+func TestDiscardedMessagesAreNotRestored(t *testing.T) {
+	stores(t, func(t *testing.T, s Store) {
+		require.NoError(t, s.Create(ctx, Header{ID: "c1"}, nil))
+		snap, err := s.Activate(ctx, "c1")
+		require.NoError(t, err)
+		e := snap.Header.Epoch
+		for _, m := range []InboxMessage{{ID: "m1"}, {ID: "m2", Quiet: true}, {ID: "m3"}} {
+			_, err := s.Accept(ctx, "c1", e, m)
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Append(ctx, "c1", e, Entry{Kind: EntryDiscarded, InboxID: "m1"}))
+		snap, err = s.Load(ctx, "c1")
+		require.NoError(t, err)
+		toRun, cut := snap.Pending()
+		require.Equal(t, []string{"m2", "m3"}, idsOf(toRun))
+		require.True(t, toRun[0].Quiet)
+		require.False(t, toRun[1].Quiet)
+		require.Empty(t, cut)
+	})
+}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,16 +15,29 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 )
 
+// relayTimeout bounds how long a report waits for the parent's owner actor to take
+// it (an owner that stops in between never answers).
+const relayTimeout = 5 * time.Second
+
+// Cancel is the cause a turn's context is cancelled with (DSH's agent.cancel): kind
+// "user" for a user interrupt, "parent" for an ancestor's interrupt and for the
+// top-down stop of a disposal or a restart. The queue is always kept (keepInbox).
+type Cancel struct{ Kind string }
+
+func (c *Cancel) Error() string { return "subagent turn cancelled ({kind:" + c.Kind + "})" }
+
 // Messages the activation actor accepts (local values; the directory routes them).
 type (
-	// submit is a followup (or the first prompt). Parent is the credential: the
-	// exact live parent incarnation; the sender PID is never looked at.
+	// submit is a followup (or the first prompt). parent is the credential: the
+	// exact live parent incarnation; the sender PID is never looked at. ctx is the
+	// caller's: it governs everything up to acceptance and nothing after.
 	submit struct {
-		parent   *owner.Agent // nil only for the first prompt, checked by the directory
-		content  []session.Block
-		source   session.Source
-		reply    chan<- acceptRes
-		firstMsg bool
+		parent  *owner.Agent
+		content []session.Block
+		source  session.Source
+		ctx     context.Context
+		first   bool // the first prompt: the directory checked the parent
+		reply   func(acceptRes)
 	}
 	acceptRes struct {
 		id  string
@@ -32,18 +45,25 @@ type (
 	}
 	interrupt struct {
 		auth  Authority
-		reply chan<- error
+		reply func(error)
 	}
 	report struct {
 		content []session.Block
 		quiet   bool
-		reply   chan<- acceptRes
+		reply   func(acceptRes)
 	}
-	statusReq    struct{ reply chan<- Status }
+	// inboxIn is a message for this child agent's own loop: a settlement notice or
+	// report of one of its children, or a job notice. wake is false for inject.
+	inboxIn struct {
+		msg  owner.Message
+		wake bool
+	}
+	statusReq    struct{}
 	ownChild     struct{ id string }
 	dropChild    struct{ id string }
-	beginDispose struct{}
+	beginDispose struct{ force bool }
 	turnEnded    struct {
+		token    uint64
 		inbox    string
 		res      subagent.Result
 		produced []subagent.Message
@@ -51,37 +71,55 @@ type (
 	agentGone struct{ err error }
 )
 
-// Status is an activation's listing view.
+// Status is an activation's view for listings and tests.
 type Status struct {
 	ID        string
 	Residency Residency
 	Header    session.Header
 	Label     string
+	Queued    int  // accepted messages waiting to run
+	Parked    bool // an interrupt parked the queue
 }
 
-var msgIDs atomic.Uint64
+var (
+	msgIDs     atomic.Uint64
+	turnTokens atomic.Uint64
+)
 
-// activationActor is one live continuable child: its session (header, history,
-// epoch), the FIFO core, the turn in flight (run in a goroutine it owns, with a
-// cancelable context — never inside Receive), and the child's own agent instance.
-type activationActor struct {
-	m        *Manager
+// carry is what an Activation keeps across supervisor restarts of its actor: the
+// incarnation of the child agent and what this epoch has announced. Everything else
+// is restored from the store. Only the actor (one instance at a time) touches it.
+type carry struct {
 	id       string
 	label    string
-	snap     session.Snapshot // restored from, at this epoch
-	epoch    uint64
-	header   session.Header
-	history  []subagent.Message
-	core     *Core
 	agent    *owner.Agent
-	ancestry map[string]bool // PIDs (String()) of the live ancestors at materialization
-	cancel   context.CancelFunc
-	quiet    chan struct{} // closed when the turn goroutine has returned
-	announce bool          // some delivery was accepted in this epoch
-	final    []session.Block
-	stop     string
-	opened   bool // this epoch opened a turn
-	dir      *actor.PID
+	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
+	ancestry map[string]bool // PIDs (Id) of the live ancestors at materialization
+	owned    map[string]bool // mirrors the core's owned children
+	announce bool            // some delivery was accepted in this epoch
+	runID    string          // the subagent/start event's run id, once announced
+	opened   bool            // this epoch opened a turn
+	final    []session.Block // the last turn's output
+	stop     string          // the last turn's stop reason
+	started  bool            // the first incarnation has started
+}
+
+// activationActor is one live continuable child: its session (header, history,
+// epoch), the FIFO core, and the turn in flight, run in a goroutine it owns with a
+// cancelable context — never inside Receive.
+type activationActor struct {
+	m       *Manager
+	c       *carry
+	snap    session.Snapshot // the first incarnation's snapshot; a restart re-activates
+	epoch   uint64
+	header  session.Header
+	desc    Descriptor
+	history []subagent.Message
+	core    *Core
+	dir     *actor.PID
+
+	token  uint64                  // the running turn's token (stale ends are ignored)
+	cancel context.CancelCauseFunc // the running turn's cancel
 }
 
 func (a *activationActor) Receive(c actor.Context) {
@@ -89,56 +127,75 @@ func (a *activationActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.start(c)
 	case *submit:
-		m.reply <- a.submit(c, m)
+		a.submit(c, m)
 	case *interrupt:
-		m.reply <- a.interrupt(m.auth)
+		m.reply(a.interrupt(c, m.auth))
 	case *report:
-		m.reply <- a.report(m)
+		a.report(m)
+	case *inboxIn:
+		a.inbox(c, m)
 	case *statusReq:
-		m.reply <- Status{ID: a.id, Residency: a.core.Residency(), Header: a.header, Label: a.label}
+		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header, Label: a.c.label,
+			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
+		a.c.owned[m.id] = true
 	case *dropChild:
+		delete(a.c.owned, m.id)
 		a.apply(c, a.core.Release(m.id))
 	case *turnEnded:
 		a.turnEnded(c, m)
 	case *beginDispose:
-		a.core.Close()
-		if a.cancel != nil {
-			a.cancel()
-			return // the turn's end continues the disposal
+		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
+			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
+			return
 		}
-		a.finish(c)
+		a.apply(c, a.core.Close())
 	case *agentGone:
-		a.notify()
-		c.Send(a.dir, &disposed{id: a.id, err: m.err})
+		c.Send(a.dir, a.disposed(m.err))
+	case *actor.Restarting:
+		a.stopTurn(&Cancel{Kind: "parent"})
 	case *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
+		a.stopTurn(&Cancel{Kind: "parent"})
 	}
 }
 
-// start restores the session: history from the log, cut-off turns logged aborted,
-// pending messages queued in order.
+// start restores the session: history from the log, turns cut off by a crash
+// logged aborted, journaled messages that never ran queued in order. A restarted
+// incarnation takes a new epoch from the store first, fencing its predecessor.
 func (a *activationActor) start(c actor.Context) {
 	a.dir = c.Parent()
-	a.header = a.snap.Header
-	a.epoch = a.snap.Header.Epoch
-	for _, e := range a.snap.Log {
+	snap := a.snap
+	a.snap = session.Snapshot{}
+	if a.c.started {
+		var err error
+		if snap, err = a.m.deps.Store.Activate(context.Background(), a.c.id); err != nil {
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
+			c.Stop(c.Self()) // the directory cleans up on Terminated
+			return
+		}
+	}
+	a.c.started = true
+	a.header, a.epoch = snap.Header, snap.Header.Epoch
+	a.desc, _ = ParseDescriptor(snap.FirstDescriptor())
+	for _, e := range snap.Log {
 		if e.Kind == session.EntryMessage {
 			a.history = append(a.history, toMessage(e))
 		}
 	}
-	toRun, cut := a.snap.Pending()
+	toRun, cut := snap.Pending()
 	for _, m := range cut {
-		if err := a.m.deps.Store.Append(context.Background(), a.id, a.epoch,
+		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a crashed turn as aborted failed: %s", a.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
 		}
+		a.c.opened, a.c.final, a.c.stop = true, nil, subagent.StopAborted
 	}
-	a.snap = session.Snapshot{}
-	a.apply(c, a.core.Restore(toRun))
+	owned := make([]string, 0, len(a.c.owned))
+	for id := range a.c.owned {
+		owned = append(owned, id)
+	}
+	a.apply(c, a.core.Restore(toRun, owned))
 }
 
 func toMessage(e session.Entry) subagent.Message {
@@ -161,160 +218,249 @@ func unauthorized(format string, args ...any) error {
 	return messages.Errorf(subagent.CodeUnauthorized, format, args...)
 }
 
-// submit is SPEC §6.3's admission span: authority, closing, durable acceptance, queue.
-func (a *activationActor) submit(c actor.Context, m *submit) acceptRes {
-	if !m.firstMsg {
+func closingErr(id string) error {
+	return messages.Errorf(subagent.CodeActivationClosing,
+		"subagent %q activation is being disposed; the message was not accepted", id)
+}
+
+// submit is SPEC §6.3's final admission span: authority, closing, the caller's
+// context, durable acceptance — then the reply, and only then the queue (so the
+// caller is answered before any model request and before the Session log has the
+// message, case 146).
+func (a *activationActor) submit(c actor.Context, m *submit) {
+	if !m.first {
 		if m.parent == nil || !a.m.live(m.parent) {
-			return acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.id)}
+			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
+			return
 		}
 		if m.parent.Session() != a.header.ParentSession {
-			return acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.id)}
+			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
+			return
 		}
 	}
 	if a.core.Closing() {
-		return acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
-			"subagent %q activation is being disposed; the message was not accepted", a.id)}
+		m.reply(acceptRes{err: closingErr(a.c.id)})
+		return
 	}
-	msg := session.InboxMessage{ID: "msg-" + strconv.FormatUint(msgIDs.Add(1), 10), Content: m.content,
-		Source: m.source, AcceptedAt: a.m.now()}
-	msg, err := a.m.deps.Store.Accept(context.Background(), a.id, a.epoch, msg)
+	if m.ctx != nil && m.ctx.Err() != nil {
+		m.reply(acceptRes{err: context.Cause(m.ctx)})
+		return
+	}
+	msg, err := a.accept(m.content, m.source, false)
 	if err != nil {
-		return acceptRes{err: err}
+		m.reply(acceptRes{err: err})
+		return
 	}
-	a.announce = true
-	a.apply(c, a.core.Admit(msg))
-	return acceptRes{id: msg.ID}
+	if !a.c.announce {
+		a.c.announce = true
+		if rt := a.m.deps.Runtime; rt != nil {
+			a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
+				ID: a.c.id, Local: true, Parent: a.c.parent}).RunID
+		}
+	}
+	m.reply(acceptRes{id: msg.ID})
+	a.apply(c, a.core.Admit(msg, true))
+}
+
+// accept makes a message durable in the inbox journal at this epoch.
+func (a *activationActor) accept(content []session.Block, src session.Source, quiet bool) (session.InboxMessage, error) {
+	msg := session.InboxMessage{ID: "msg-" + strconv.FormatUint(msgIDs.Add(1), 10), Content: content,
+		Source: src, AcceptedAt: a.m.now(), Quiet: quiet}
+	return a.m.deps.Store.Accept(context.Background(), a.c.id, a.epoch, msg)
+}
+
+// inbox takes a message for this child agent's own loop (its children's notices
+// and reports, its jobs' notices): journaled, then queued, waking or not.
+func (a *activationActor) inbox(c actor.Context, m *inboxIn) {
+	if a.core.Closing() {
+		return // the lineage is tearing down: nothing will read it
+	}
+	content := []session.Block{{Type: "text", Text: m.msg.Text}}
+	for _, t := range m.msg.More {
+		content = append(content, session.Block{Type: "text", Text: t})
+	}
+	msg, err := a.accept(content, session.Source{Kind: m.msg.Source.Kind, Form: m.msg.Source.Form,
+		SenderSessionID: m.msg.Source.SenderSessionID}, !m.wake)
+	if err != nil {
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: an inbox message was not accepted: %s", a.c.id, err.Error()))
+		return
+	}
+	a.apply(c, a.core.Admit(msg, m.wake))
 }
 
 // interrupt is SPEC §6.4 at the target: authority, then cancel and return.
-func (a *activationActor) interrupt(auth Authority) error {
+func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
+	kind := "user"
 	switch {
 	case auth.Ancestor == nil && auth.ParentSession != a.header.ParentSession:
-		return unauthorized("subagent %q belongs to another parent session", a.id)
-	case auth.Ancestor != nil && !a.ancestry[auth.Ancestor.PID().String()]:
-		return unauthorized("subagent %q is not a live descendant of agent %q", a.id, auth.Ancestor.Session())
+		return unauthorized("subagent %q belongs to another parent session", a.c.id)
+	case auth.Ancestor != nil && !a.c.ancestry[auth.Ancestor.PID().Id]:
+		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.id, auth.Ancestor.Session())
 	case a.core.Closing():
 		return nil
+	case auth.Ancestor != nil:
+		kind = "parent"
 	}
-	if eff := a.core.Interrupt(); eff.CancelTurn && a.cancel != nil {
-		a.cancel()
+	if eff := a.core.Interrupt(); eff.CancelTurn {
+		a.stopTurn(&Cancel{Kind: kind})
 	}
 	return nil
 }
 
-// report relays the child's report to its parent of record (SPEC §6.6).
-func (a *activationActor) report(m *report) acceptRes {
+// report relays the child's report to its parent of record (SPEC §6.6). The wait
+// for the parent's owner actor runs outside Receive.
+func (a *activationActor) report(m *report) {
 	pid := a.m.deps.Jobs.RegisteredAgent(a.header.ParentSession)
 	if pid == nil {
-		return acceptRes{err: messages.Errorf(subagent.CodeParentUnavailable, "direct parent is not live; report was not delivered")}
+		m.reply(acceptRes{err: parentUnavailable()})
+		return
 	}
 	id := "report-" + strconv.FormatUint(msgIDs.Add(1), 10)
-	msg := owner.Message{ID: id, Role: "user", Text: "Background subagent " + a.id + " reported:",
-		Source: owner.Source{Kind: "subagent-report", Form: "relay", SenderSessionID: a.id}}
+	msg := owner.Message{ID: id, Role: "user", Text: "Background subagent " + a.c.id + " reported:",
+		Source: owner.Source{Kind: "subagent-report", Form: "relay", SenderSessionID: a.c.id}}
 	for _, b := range m.content {
 		msg.More = append(msg.More, b.Text)
 	}
 	reply := make(chan error, 1)
 	a.m.root.Send(pid, &owner.Relay{Message: msg, Quiet: m.quiet, Reply: reply})
-	if err := <-reply; err != nil {
-		return acceptRes{err: err}
-	}
-	return acceptRes{id: id}
+	go func() {
+		t := time.NewTimer(relayTimeout)
+		defer t.Stop()
+		select {
+		case err := <-reply:
+			if err != nil {
+				m.reply(acceptRes{err: err})
+				return
+			}
+			m.reply(acceptRes{id: id})
+		case <-t.C:
+			m.reply(acceptRes{err: parentUnavailable()})
+		}
+	}()
+}
+
+func parentUnavailable() error {
+	return messages.Errorf(subagent.CodeParentUnavailable, "direct parent is not live; report was not delivered")
 }
 
 // apply carries out a core effect.
 func (a *activationActor) apply(c actor.Context, eff Effect) {
-	switch {
-	case eff.StartTurn != nil:
+	for _, d := range eff.Discarded {
+		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
+			session.Entry{Kind: session.EntryDiscarded, InboxID: d.ID}); err != nil {
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a discarded message failed: %s", a.c.id, err.Error()))
+		}
+	}
+	if eff.CancelTurn {
+		a.stopTurn(&Cancel{Kind: "parent"})
+	}
+	if eff.StartTurn != nil {
 		a.runTurn(c, *eff.StartTurn)
-	case eff.CancelTurn && a.cancel != nil:
-		a.cancel()
-	case eff.Settle:
-		c.Send(a.dir, &settled{id: a.id})
+	}
+	if eff.Settle {
+		c.Send(a.dir, &settled{id: a.c.id})
+	}
+	if eff.Finish {
+		a.finish(c)
 	}
 }
 
+func (a *activationActor) stopTurn(cause error) {
+	if a.cancel != nil {
+		a.cancel(cause)
+	}
+}
+
+// runTurn records the turn's start and its input in the Session log, then runs the
+// turn in a goroutine; its end comes back as turnEnded.
 func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	input := subagent.Message{Role: "user"}
 	for _, b := range in.Content {
 		input.Content = append(input.Content, subagent.Block{Type: b.Type, Text: b.Text})
 	}
-	if err := a.m.deps.Store.Append(context.Background(), a.id, a.epoch,
+	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
 		session.Entry{Kind: session.EntryTurnStart, InboxID: in.ID},
 		session.Entry{Kind: session.EntryMessage, Role: "user", Content: in.Content}); err != nil {
 		// A stale epoch: another activation owns the session now. Stop appending.
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.id, err.Error()))
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
 		c.Stop(c.Self())
 		return
 	}
-	a.opened = true
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel, a.quiet = cancel, make(chan struct{})
-	turn := subagent.Turn{Session: a.id, Depth: a.header.DelegationDepth, History: append([]subagent.Message(nil), a.history...), Input: input}
+	a.c.opened = true
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a.cancel, a.token = cancel, turnTokens.Add(1)
+	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
+		History: append([]subagent.Message(nil), a.history...), Input: input,
+		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter}
+	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
+		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
+	}
 	a.history = append(a.history, input)
-	root, self, runner, quiet := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.quiet
+	a.c.agent.SetBusy(true)
+	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	go func() {
-		defer close(quiet)
 		res, produced := subagent.RunOneTurn(ctx, runner, turn)
-		root.Send(self, &turnEnded{inbox: in.ID, res: res, produced: produced})
+		cancel(nil)
+		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced})
 	}()
 }
 
 func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
-	a.cancel = nil
+	if a.cancel == nil || m.token != a.token {
+		return // a turn of an earlier incarnation, already recorded aborted
+	}
+	a.cancel, a.token = nil, 0
 	entries := make([]session.Entry, 0, len(m.produced)+1)
 	for _, p := range m.produced {
 		entries = append(entries, session.Entry{Kind: session.EntryMessage, Role: p.Role, Content: fromBlocks(p.Content)})
 	}
 	entries = append(entries, session.Entry{Kind: session.EntryTurnEnd, InboxID: m.inbox, StopReason: m.res.StopReason})
-	if err := a.m.deps.Store.Append(context.Background(), a.id, a.epoch, entries...); err != nil {
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.id, err.Error()))
+	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, entries...); err != nil {
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
 	}
 	a.history = append(a.history, m.produced...)
-	a.final, a.stop = fromBlocks(m.res.Output), m.res.StopReason
-	if a.core.Closing() {
-		a.core.TurnEnded()
-		a.finish(c)
-		return
-	}
+	a.c.final, a.c.stop = fromBlocks(m.res.Output), m.res.StopReason
+	a.c.agent.SetBusy(false)
 	a.apply(c, a.core.TurnEnded())
 }
 
-// finish ends the epoch: the child's own agent is disposed (its jobs torn down) in
-// a goroutine, then the notice is sent and the directory told (agentGone).
+// finish ends the epoch once no turn runs and no owned child is left: the child's
+// own agent is disposed (its jobs torn down) in a goroutine, then the directory is
+// told (agentGone → disposed), which sends the notice and releases ownership.
 func (a *activationActor) finish(c actor.Context) {
-	root, self, agent := c.ActorSystem().Root, c.Self(), a.agent
+	root, self, agent := c.ActorSystem().Root, c.Self(), a.c.agent
 	go func() {
-		var err error
-		if agent != nil {
-			err = agent.Dispose(context.Background())
-		}
-		root.Send(self, &agentGone{err: err})
+		root.Send(self, &agentGone{err: agent.Dispose(context.Background())})
 	}()
 }
 
-// notify sends the settlement notice to the agent registered for the parent session,
-// while this child is still owned (SPEC §6.5 steps 8–9).
-func (a *activationActor) notify() {
-	if !a.announce {
-		return
+// disposed is the activation's last word to the directory: the settlement notice
+// (nil unless some delivery was accepted in this epoch) and the end event's data.
+func (a *activationActor) disposed(err error) *disposed {
+	stop := a.c.stop
+	if stop == "" {
+		stop = subagent.StopAborted // it never finished a turn in this epoch
 	}
-	pid := a.m.deps.Jobs.RegisteredAgent(a.header.ParentSession)
-	if pid == nil {
-		return // dropped silently
+	d := &disposed{id: a.c.id, err: err, runID: a.c.runID, provider: a.desc.Provider, stop: stop}
+	for _, b := range a.c.final {
+		d.last += b.Text
 	}
-	summary := SummaryLine(a.id, a.stop)
-	msg := owner.Message{ID: "settled-" + a.id + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
-		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.id}}
-	if a.opened && len(a.final) > 0 {
+	if !a.c.announce {
+		return d
+	}
+	summary := SummaryLine(a.c.id, stop)
+	msg := owner.Message{ID: "settled-" + a.c.id + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
+		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.c.id}}
+	if a.c.opened && len(a.c.final) > 0 {
 		msg.More = append(msg.More, "Its closing message:")
-		for _, b := range a.final {
+		for _, b := range a.c.final {
 			msg.More = append(msg.More, b.Text)
 		}
 	} else {
 		msg.More = []string{"It left no closing message."}
 	}
-	a.m.root.Send(pid, &owner.ChildNotice{ChildID: a.id, Message: msg, LineageClosing: a.m.lineageClosing(a.header.ParentSession)})
+	d.notice = &msg
+	return d
 }
 
 // SummaryLine is the notice's first line for a stop reason (SPEC §6.5).
@@ -333,5 +479,3 @@ func SummaryLine(id, stop string) string {
 	}
 	return "Background subagent " + id + " ended abnormally (" + stop + ") before it finished."
 }
-
-var _ = strings.Join

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -12,6 +14,17 @@ import (
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 )
+
+// Restart intensity of an Activation (DESIGN "Supervision"): more than maxRestarts
+// panics within restartWindow stop it instead of restarting it again.
+const (
+	maxRestarts   = 3
+	restartWindow = 10 * time.Second
+)
+
+// CodeActivationFailed answers a message whose handling crashed the Activation;
+// the Activation restarts from the store (the message may have been journaled).
+const CodeActivationFailed messages.Code = "ACTIVATION_FAILED"
 
 // Authority is who asks for an interrupt (SPEC §6.4): a user holding the durable
 // parent address (ParentSession), or a live ancestor agent (Ancestor).
@@ -23,6 +36,7 @@ type Authority struct {
 // The directory's messages.
 type (
 	startReq struct {
+		ctx        context.Context
 		parent     *owner.Agent
 		id         string
 		label      string
@@ -37,6 +51,7 @@ type (
 		err                error
 	}
 	followupReq struct {
+		ctx     context.Context
 		parent  *owner.Agent
 		id      string
 		content []session.Block
@@ -54,23 +69,43 @@ type (
 		quiet   bool
 		reply   chan<- acceptRes
 	}
-	listReq struct {
-		parent      *owner.Agent
-		descendants bool
-		reply       chan<- listRes
+	liveReq  struct{ reply chan<- map[string]liveEntry }
+	drainReq struct {
+		reply chan<- struct{}
 	}
-	listRes struct {
-		items []Listed
-		err   error
+	drainChildrenReq struct {
+		parent *owner.Agent
+		ids    []string
+		reply  chan<- error
 	}
-	drainReq struct{ reply chan<- struct{} }
-	settled  struct{ id string }
-	disposed struct {
+	drainBelowReq struct {
+		parents []*owner.Agent
+		reply   chan<- struct{}
+	}
+	firstAccepted struct {
 		id  string
-		err error
+		res acceptRes
+	}
+	settled  struct{ id string }
+	refused  struct{ id string }
+	disposed struct {
+		id       string
+		err      error
+		notice   *owner.Message
+		runID    string
+		provider string
+		stop     string
+		last     string
 	}
 	gaugeReq struct{ reply chan<- int }
 )
+
+// liveEntry is a resident Activation as the directory reports it.
+type liveEntry struct {
+	pid     *actor.PID
+	agent   *owner.Agent
+	closing bool
+}
 
 // Listed is one child in list_agents.
 type Listed struct {
@@ -82,64 +117,100 @@ type Listed struct {
 	Diagnostic string // corrupt | unsupported | unavailable, when it could not be read
 }
 
+// pending is an operation waiting for an Activation's first acceptance: a start
+// (rolled back on failure) or a cold resume.
+type pending struct {
+	start  *startReq
+	resume *followupReq
+}
+
 // entry is a live activation as the directory knows it.
 type entry struct {
+	id        string
 	pid       *actor.PID
 	agent     *owner.Agent
-	parent    string // parent session of record
-	parentPID string // the parent incarnation that materialized it
+	parent    *owner.Agent // the parent incarnation that materialized it
+	parentSes string       // parent session of record
 	depth     int
+	cwd       string
 	label     string
-	closing   bool
-	waiting   []any // operations that arrived during disposal, re-dispatched after it
+	starting  *pending // the first acceptance is in flight: later operations wait
+	closing   bool     // the disposal transaction is open: admission is closed
+	forced    bool     // a drain disposes it, whatever it proposed
+	waiting   []any    // operations that arrived while starting or closing
+}
+
+// drainWait is a caller waiting until none of ids (nil: none at all) is resident.
+type drainWait struct {
+	ids  map[string]bool
+	done func()
 }
 
 // directoryActor maps child session ids to at most one live Activation, spawns and
-// disposes them, and routes every operation to the child's mailbox.
+// disposes them, and routes every operation to the child's mailbox. It never waits
+// on an Activation (a crashed one could not answer); continuations come back as
+// messages, and operations on a child that is starting or closing wait in its entry
+// (the per-child lock, SPEC §1.3 rule 38).
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
-	byAgent  map[string]string // child agent PID → child id
+	byAgent  map[string]string // child agent PID Id → child id
 	draining bool
-	drains   []chan<- struct{}
+	below    map[string]string // parent PID Id → its session: drains below exact parents
+	waits    []*drainWait
+	spawned  uint64 // Activations spawned, for their unique names
 }
 
 func (d *directoryActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *startReq:
-		m.reply <- d.start(c, m)
+		d.start(c, m)
+	case *firstAccepted:
+		d.firstAccepted(c, m)
 	case *followupReq:
 		d.followup(c, m)
 	case *interruptReq:
 		d.interrupt(c, m)
 	case *reportReq:
-		id, ok := d.byAgent[m.child.PID().String()]
-		if !ok || d.acts[id].closing {
+		id, ok := d.byAgent[m.child.PID().Id]
+		if !ok || d.acts[id].closing || !d.m.live(m.child) {
 			m.reply <- acceptRes{err: unauthorized("agent %q is not a live continuable subagent and cannot report", m.child.Session())}
 			return
 		}
-		c.Send(d.acts[id].pid, &report{content: m.content, quiet: m.quiet, reply: m.reply})
-	case *listReq:
-		m.reply <- d.list(c, m)
+		reply := m.reply
+		c.Send(d.acts[id].pid, &report{content: m.content, quiet: m.quiet, reply: func(r acceptRes) { reply <- r }})
+	case *liveReq:
+		out := make(map[string]liveEntry, len(d.acts))
+		for id, e := range d.acts {
+			out[id] = liveEntry{pid: e.pid, agent: e.agent, closing: e.closing}
+		}
+		m.reply <- out
 	case *settled:
-		if e := d.acts[m.id]; e != nil && !e.closing {
-			e.closing = true
-			c.Send(e.pid, &beginDispose{})
+		d.settled(c, m.id)
+	case *refused:
+		if e := d.acts[m.id]; e != nil && e.closing && !e.forced {
+			e.closing = false
+			d.redispatch(c, e)
 		}
 	case *disposed:
 		d.release(c, m)
 	case *drainReq:
 		d.draining = true
-		d.drains = append(d.drains, m.reply)
-		for _, e := range d.acts {
-			if !e.closing {
-				e.closing = true
-				c.Send(e.pid, &beginDispose{})
+		for id, e := range d.acts {
+			if _, nested := d.byAgent[e.parent.PID().Id]; !nested {
+				d.disposeTree(c, id)
 			}
 		}
-		d.checkDrained()
+		reply := m.reply
+		d.wait(nil, func() { reply <- struct{}{} })
+	case *drainChildrenReq:
+		d.drainChildren(c, m)
+	case *drainBelowReq:
+		d.drainBelow(c, m)
 	case *gaugeReq:
 		m.reply <- len(d.acts)
+	case *actor.Terminated:
+		d.terminated(c, m.Who)
 	}
 }
 
@@ -147,34 +218,81 @@ func draining() error {
 	return messages.Errorf(subagent.CodeDraining, "continuable subagents are draining; the operation was not admitted")
 }
 
-// parentDepth is the delegation depth of a parent agent: its activation's, or 0.
-func (d *directoryActor) parentDepth(parent *owner.Agent) int {
-	if id, ok := d.byAgent[parent.PID().String()]; ok {
-		return d.acts[id].depth
-	}
-	return 0
+func drainingBelow(parent string) error {
+	return messages.Errorf(subagent.CodeDraining,
+		"continuable subagents below parent %q are draining; the operation was not admitted", parent)
 }
 
-// start is SPEC §6.2 steps 10–12 under the per-child lock (this actor): re-check
-// admission and id, create the session, materialize, accept the first prompt. Any
-// failure rolls the child back entirely.
-func (d *directoryActor) start(c actor.Context, m *startReq) startRes {
+// admission is SPEC §6.7's admission for an operation of parent: closed while the
+// manager drains, or while a drain below one of parent's lineage is in force.
+func (d *directoryActor) admission(parent *owner.Agent) error {
 	if d.draining {
-		return startRes{err: draining()}
+		return draining()
+	}
+	if parent == nil {
+		return nil
+	}
+	for cur := parent.PID().Id; cur != ""; {
+		if s, ok := d.below[cur]; ok {
+			if pid := d.m.deps.Jobs.RegisteredAgent(s); pid != nil && pid.Id == cur {
+				return drainingBelow(s)
+			}
+			delete(d.below, cur) // that parent left the registry: the drain is over
+		}
+		id, ok := d.byAgent[cur]
+		if !ok {
+			break
+		}
+		cur = d.acts[id].parent.PID().Id
+	}
+	return nil
+}
+
+// parentEntry returns the Activation of a parent agent, if it is one.
+func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
+	if id, ok := d.byAgent[parent.PID().Id]; ok {
+		return d.acts[id]
+	}
+	return nil
+}
+
+// start is SPEC §6.2 steps 10–12 under the per-child lock: re-check admission, the
+// parent and the id, create the session, materialize, submit the first prompt.
+// The answer comes with firstAccepted; any failure rolls the child back entirely.
+func (d *directoryActor) start(c actor.Context, m *startReq) {
+	fail := func(err error) { m.reply <- startRes{err: err} }
+	if err := d.admission(m.parent); err != nil {
+		fail(err)
+		return
 	}
 	if !d.m.live(m.parent) {
-		return startRes{err: unauthorized("subagent %q requires the exact live parent agent to start it", m.id)}
+		fail(unauthorized("subagent %q requires the exact live parent agent to start it", m.id))
+		return
 	}
-	if id, ok := d.byAgent[m.parent.PID().String()]; ok && d.acts[id].closing {
-		return startRes{err: messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", id)}
+	pe := d.parentEntry(m.parent)
+	if pe != nil && pe.closing {
+		fail(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id))
+		return
 	}
-	if _, ok := d.acts[m.id]; ok {
-		return startRes{err: messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", m.id)}
+	if m.ctx.Err() != nil {
+		fail(context.Cause(m.ctx))
+		return
 	}
-	depth := max(d.parentDepth(m.parent), m.req.Parent.Depth, m.req.Parent.SubagentDepth) + 1
+	if _, ok := d.acts[m.id]; ok || d.m.deps.Jobs.RegisteredAgent(m.id) != nil {
+		fail(messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", m.id))
+		return
+	}
+	parentDepth, cwd := 0, ""
+	if pe != nil {
+		parentDepth, cwd = pe.depth, pe.cwd
+	} else if d.m.deps.Cwd != nil {
+		cwd = d.m.deps.Cwd(m.parent)
+	}
+	depth := max(parentDepth, m.req.Parent.Depth, m.req.Parent.SubagentDepth) + 1
 	if m.req.MaxDepth != nil && int64(depth) > *m.req.MaxDepth {
-		return startRes{err: &subagent.DepthError{AttemptedDepth: depth, MaxDepth: *m.req.MaxDepth}}
+		fail(&subagent.DepthError{AttemptedDepth: depth, MaxDepth: *m.req.MaxDepth})
+		return
 	}
 	ctx := context.Background()
 	var entries []session.Entry
@@ -184,33 +302,53 @@ func (d *directoryActor) start(c actor.Context, m *startReq) startRes {
 	seedLen := len(entries)
 	entries = append(entries, session.Entry{Kind: session.EntryDescriptor, Descriptor: m.descriptor})
 	h := session.Header{ID: m.id, ParentSession: m.parent.Session(), Origin: "subagent", DelegationDepth: depth,
-		SeedLength: seedLen, CreatedAt: d.m.now()}
+		SeedLength: seedLen, Cwd: cwd, CreatedAt: d.m.now()}
 	if err := d.m.deps.Store.Create(ctx, h, entries); err != nil {
-		return startRes{err: err}
+		fail(err)
+		return
 	}
 	e, err := d.materialize(c, m.id, m.parent, m.label)
 	if err != nil {
 		_ = d.m.deps.Store.Delete(ctx, m.id)
-		return startRes{err: err}
+		fail(err)
+		return
 	}
-	if pid, ok := d.parentActivation(m.parent); ok {
-		c.Send(pid, &ownChild{id: m.id}) // owned before its first message can be accepted
-	}
-	reply := make(chan acceptRes, 1)
-	c.Send(e.pid, &submit{content: m.content, source: session.Source{Kind: "user"}, reply: reply, firstMsg: true})
-	res := <-reply
-	if res.err != nil {
-		d.rollback(c, m.id)
-		return startRes{err: res.err}
-	}
-	return startRes{childID: m.id, messageID: res.id}
+	e.starting = &pending{start: m}
+	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: session.Source{Kind: "user"}, ctx: m.ctx, first: true})
 }
 
-func (d *directoryActor) parentActivation(parent *owner.Agent) (*actor.PID, bool) {
-	if id, ok := d.byAgent[parent.PID().String()]; ok {
-		return d.acts[id].pid, true
+// submitFirst sends an Activation's first message; its answer comes back to the
+// directory as firstAccepted.
+func (d *directoryActor) submitFirst(c actor.Context, e *entry, s *submit) {
+	if pe := d.parentEntry(e.parent); pe != nil {
+		c.Send(pe.pid, &ownChild{id: e.id}) // owned before its first message can be accepted
 	}
-	return nil, false
+	root, self, id := c.ActorSystem().Root, c.Self(), e.id
+	s.reply = func(r acceptRes) { root.Send(self, &firstAccepted{id: id, res: r}) }
+	c.Send(e.pid, s)
+}
+
+func (d *directoryActor) firstAccepted(c actor.Context, m *firstAccepted) {
+	e := d.acts[m.id]
+	if e == nil || e.starting == nil {
+		return
+	}
+	p := e.starting
+	e.starting = nil
+	switch {
+	case p.start != nil && m.res.err != nil:
+		d.rollback(c, e)
+		p.start.reply <- startRes{err: m.res.err}
+	case p.start != nil:
+		p.start.reply <- startRes{childID: m.id, messageID: m.res.id}
+	default:
+		p.resume.reply <- m.res
+		if m.res.err != nil && !e.closing {
+			// A cold resume that accepted nothing: the Activation is settled.
+			d.settled(c, e.id)
+		}
+	}
+	d.redispatch(c, e)
 }
 
 // materialize activates the session (a new epoch) and spawns its Activation with
@@ -220,62 +358,104 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 	if err != nil {
 		return nil, err
 	}
-	agent, err := d.m.deps.NewAgent(id)
+	// Each Activation gets a name of its own: the previous one of the same session
+	// may still be stopping (a name is free only once its actor has stopped).
+	d.spawned++
+	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
+	pidID := c.Self().Id + "/" + name
+	agent, err := d.m.deps.NewAgent(id, &childSurface{root: c.ActorSystem().Root,
+		pid: actor.NewPID(c.Self().Address, pidID)})
 	if err != nil {
+		if messages.CodeOf(err) == messages.CodeNoAgentRegistry {
+			return nil, unavailable()
+		}
 		return nil, err
 	}
-	ancestry := map[string]bool{parent.PID().String(): true}
-	for pidStr := d.byAgent[parent.PID().String()]; pidStr != ""; {
-		e := d.acts[pidStr]
-		ancestry[e.parentPID] = true
-		pidStr = d.byAgent[e.parentPID]
+	ancestry := map[string]bool{parent.PID().Id: true}
+	for cur := parent.PID().Id; ; {
+		pid, ok := d.byAgent[cur]
+		if !ok {
+			break
+		}
+		cur = d.acts[pid].parent.PID().Id
+		ancestry[cur] = true
 	}
-	a := &activationActor{m: d.m, id: id, label: label, snap: snap, core: NewCore(), agent: agent, ancestry: ancestry}
-	props := actor.PropsFromProducer(func() actor.Actor { return a })
+	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: ancestry, owned: map[string]bool{}}
+	first := true
+	props := actor.PropsFromProducer(func() actor.Actor {
+		a := &activationActor{m: d.m, c: cr, core: NewCore()}
+		if first { // a restart re-creates the actor, which restores from the store
+			a.snap, first = snap, false
+		}
+		return a
+	})
 	if d.m.deps.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(d.m.deps.Dispatcher))
 	}
-	pid, err := c.SpawnNamed(props, "activation-"+id)
+	pid, err := c.SpawnNamed(props, name)
 	if err != nil {
-		_ = agent.Dispose(context.Background())
+		_ = d.m.deps.Jobs.UnregisterAgent(agent)
+		go func() { _ = agent.Dispose(context.Background()) }()
 		return nil, err
 	}
-	e := &entry{pid: pid, agent: agent, parent: snap.Header.ParentSession, parentPID: parent.PID().String(),
-		depth: snap.Header.DelegationDepth, label: label}
+	e := &entry{id: id, pid: pid, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
+		depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
 	d.acts[id] = e
-	d.byAgent[agent.PID().String()] = id
+	d.byAgent[agent.PID().Id] = id
 	return e, nil
 }
 
-func (d *directoryActor) rollback(c actor.Context, id string) {
-	e := d.acts[id]
-	delete(d.acts, id)
-	delete(d.byAgent, e.agent.PID().String())
-	c.Stop(e.pid)
-	go func() { _ = e.agent.Dispose(context.Background()) }()
-	if parentID, ok := d.byAgent[e.parentPID]; ok {
-		c.Send(d.acts[parentID].pid, &dropChild{id: id})
+// forget removes an entry whose Activation is gone or going: the child agent is
+// unregistered at once (no caller sees it after this message) and disposed in the
+// background, and the parent Activation releases it.
+func (d *directoryActor) forget(c actor.Context, e *entry) {
+	delete(d.acts, e.id)
+	delete(d.byAgent, e.agent.PID().Id)
+	_ = d.m.deps.Jobs.UnregisterAgent(e.agent)
+	agent := e.agent
+	go func() { _ = agent.Dispose(context.Background()) }()
+	if pe := d.parentEntry(e.parent); pe != nil {
+		c.Send(pe.pid, &dropChild{id: e.id})
 	}
-	_ = d.m.deps.Store.Delete(context.Background(), id)
+}
+
+// rollback undoes a start that failed before acceptance (SPEC §6.2): handle
+// disposed, Activation removed, parent ownership released, session deleted, and
+// no settlement notice.
+func (d *directoryActor) rollback(c actor.Context, e *entry) {
+	d.forget(c, e)
+	c.Stop(e.pid)
+	_ = d.m.deps.Store.Delete(context.Background(), e.id)
+	d.checkWaits()
 }
 
 // followup is SPEC §6.3's routing.
 func (d *directoryActor) followup(c actor.Context, m *followupReq) {
-	if d.draining {
-		m.reply <- acceptRes{err: draining()}
+	if err := d.admission(m.parent); err != nil {
+		m.reply <- acceptRes{err: err}
 		return
 	}
 	if e := d.acts[m.id]; e != nil {
-		if e.closing {
-			e.waiting = append(e.waiting, m) // retried (a cold resume) once disposal is done
+		if e.closing || e.starting != nil {
+			e.waiting = append(e.waiting, m) // retried once the lock is free
 			return
 		}
-		c.Send(e.pid, &submit{parent: m.parent, content: m.content, source: m.source, reply: m.reply})
+		reply := m.reply
+		c.Send(e.pid, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx,
+			reply: func(r acceptRes) { reply <- r }})
 		return
 	}
 	// Cold resume from the store; the provider is not called.
-	snap, err := d.m.deps.Store.Load(context.Background(), m.id)
+	if m.ctx.Err() != nil {
+		m.reply <- acceptRes{err: context.Cause(m.ctx)}
+		return
+	}
+	snap, err := d.m.deps.Store.Load(m.ctx, m.id)
 	if err != nil {
+		if m.ctx.Err() != nil {
+			m.reply <- acceptRes{err: context.Cause(m.ctx)}
+			return
+		}
 		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id)}
 		return
 	}
@@ -297,19 +477,31 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", m.id)}
 		return
 	}
+	if pe := d.parentEntry(m.parent); pe != nil && pe.closing {
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id)}
+		return
+	}
 	e, err := d.materialize(c, m.id, m.parent, desc.Label)
 	if err != nil {
 		m.reply <- acceptRes{err: err}
 		return
 	}
-	if pid, ok := d.parentActivation(m.parent); ok {
-		c.Send(pid, &ownChild{id: m.id})
+	e.starting = &pending{resume: m}
+	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+}
+
+// redispatch runs again the operations that waited on e's lock.
+func (d *directoryActor) redispatch(c actor.Context, e *entry) {
+	ops := e.waiting
+	e.waiting = nil
+	for _, op := range ops {
+		c.Send(c.Self(), op)
 	}
-	c.Send(e.pid, &submit{parent: m.parent, content: m.content, source: m.source, reply: m.reply})
 }
 
 // interrupt is SPEC §6.4's admission: ancestor checks before the lookup, then the
-// target's own checks; returns once admitted.
+// target's own checks (in its Activation), which answers once admitted.
 func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
 	if a := m.auth.Ancestor; a != nil {
 		if !d.m.live(a) {
@@ -326,11 +518,90 @@ func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
 		m.reply <- nil // an accepted no-op
 		return
 	}
-	c.Send(e.pid, &interrupt{auth: m.auth, reply: m.reply})
+	reply := m.reply
+	c.Send(e.pid, &interrupt{auth: m.auth, reply: func(err error) { reply <- err }})
 }
 
-// release completes a disposal: the activation is gone, its parent activation (if
-// any) releases it, and operations that waited run again (a followup cold-resumes).
+// children returns the resident entries a parent agent started.
+func (d *directoryActor) children(parent *owner.Agent) []*entry {
+	var out []*entry
+	for _, e := range d.acts {
+		if e.parent.PID().Id == parent.PID().Id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// settled is an Activation's proposal to dispose itself (SPEC §6.5 watching). The
+// directory opens the disposal transaction — closing admission — unless it knows
+// the proposal is stale; the Activation confirms or refuses on beginDispose.
+func (d *directoryActor) settled(c actor.Context, id string) {
+	e := d.acts[id]
+	if e == nil || e.closing || e.starting != nil || len(d.children(e.agent)) > 0 {
+		return
+	}
+	e.closing = true
+	c.Send(e.pid, &beginDispose{})
+}
+
+// disposeTree opens a forced disposal of id and everything below it: admission
+// closes and turns are cancelled top-down at once; each Activation finishes only
+// once its own children are released, so release is child-first.
+func (d *directoryActor) disposeTree(c actor.Context, id string) {
+	e := d.acts[id]
+	if e == nil {
+		return
+	}
+	if !e.forced {
+		e.closing, e.forced = true, true
+		c.Send(e.pid, &beginDispose{force: true})
+	}
+	for _, ch := range d.children(e.agent) {
+		d.disposeTree(c, ch.id)
+	}
+}
+
+// subtree returns id and the ids of every resident descendant.
+func (d *directoryActor) subtree(id string, into map[string]bool) {
+	e := d.acts[id]
+	if e == nil || into[id] {
+		return
+	}
+	into[id] = true
+	for _, ch := range d.children(e.agent) {
+		d.subtree(ch.id, into)
+	}
+}
+
+// lineageClosing reports whether the agent with this PID is tearing down its
+// lineage: the manager drains, a drain below it (or an ancestor) is in force, or it
+// or an ancestor Activation is being disposed (SPEC §6.5's inject lane).
+func (d *directoryActor) lineageClosing(pidID string) bool {
+	if d.draining {
+		return true
+	}
+	for cur := pidID; cur != ""; {
+		if _, ok := d.below[cur]; ok {
+			return true
+		}
+		id, ok := d.byAgent[cur]
+		if !ok {
+			return false
+		}
+		e := d.acts[id]
+		if e.closing {
+			return true
+		}
+		cur = e.parent.PID().Id
+	}
+	return false
+}
+
+// release completes a disposal (SPEC §6.5 steps 7–10): the Activation is removed,
+// the notice is sent while the child is still owned, then its parent Activation
+// releases it, the end event is emitted, and operations that waited run again (a
+// followup cold-resumes).
 func (d *directoryActor) release(c actor.Context, m *disposed) {
 	e := d.acts[m.id]
 	if e == nil {
@@ -340,45 +611,190 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 		d.m.logger.Warn(fmt.Sprintf("subagent: ACTIVATION_TEARDOWN_FAILED for %s: %s", m.id, m.err.Error()))
 	}
 	delete(d.acts, m.id)
-	delete(d.byAgent, e.agent.PID().String())
+	delete(d.byAgent, e.agent.PID().Id)
 	c.Stop(e.pid)
-	if parentID, ok := d.byAgent[e.parentPID]; ok {
-		c.Send(d.acts[parentID].pid, &dropChild{id: m.id})
+	if m.notice != nil {
+		d.notify(c, e, *m.notice)
 	}
-	for _, op := range e.waiting {
-		c.Send(c.Self(), op)
+	if pe := d.parentEntry(e.parent); pe != nil {
+		c.Send(pe.pid, &dropChild{id: m.id})
 	}
-	d.checkDrained()
+	if rt := d.m.deps.Runtime; rt != nil && m.runID != "" {
+		rt.Emit(subagent.Event{Type: subagent.EventEnd, Provider: m.provider, RunID: m.runID, ID: m.id, Local: true,
+			StopReason: m.stop, LastAssistantMessage: m.last, Parent: e.parent})
+	}
+	d.redispatch(c, e)
+	d.checkWaits()
 }
 
-func (d *directoryActor) checkDrained() {
-	if d.draining && len(d.acts) == 0 {
-		for _, r := range d.drains {
-			r <- struct{}{}
+// notify sends the settlement notice to the agent registered for the parent
+// session now (dropped silently when there is none). A parent that is itself an
+// Activation gets it in its own inbox, ahead of the release (same mailbox order);
+// any other parent through its owner actor, which picks the lane.
+func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
+	pid := d.m.deps.Jobs.RegisteredAgent(e.parentSes)
+	if pid == nil {
+		return
+	}
+	closing := d.lineageClosing(pid.Id)
+	if id, ok := d.byAgent[pid.Id]; ok {
+		c.Send(d.acts[id].pid, &inboxIn{msg: msg, wake: !closing})
+		return
+	}
+	c.Send(pid, &owner.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})
+}
+
+// terminated handles an Activation that stopped without completing a disposal (a
+// restart intensity exceeded, a restore that failed): it is forgotten, and its
+// pending and waiting operations are answered.
+func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
+	for _, e := range d.acts {
+		if e.pid.Id != who.Id {
+			continue
 		}
-		d.drains = nil
+		d.m.logger.Warn(fmt.Sprintf("subagent: activation %s stopped unexpectedly; its child agent is disposed", e.id))
+		d.forget(c, e)
+		if p := e.starting; p != nil {
+			err := messages.Errorf(CodeActivationFailed, "subagent %q activation failed; the message was not accepted", e.id)
+			if p.start != nil {
+				_ = d.m.deps.Store.Delete(context.Background(), e.id)
+				p.start.reply <- startRes{err: err}
+			} else {
+				p.resume.reply <- acceptRes{err: err}
+			}
+		}
+		d.redispatch(c, e)
+		d.checkWaits()
+		return
 	}
 }
 
-// list is list_agents: the caller's continuable children (or all descendants) from
-// the store, with the residency of the live ones.
-func (d *directoryActor) list(c actor.Context, m *listReq) listRes {
+// drainChildren is SPEC §6.7's drainContinuableChildren.
+func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
+	if !d.m.live(m.parent) {
+		m.reply <- unauthorized("selected child teardown requires the exact live parent agent")
+		return
+	}
+	targets := map[string]bool{}
+	for _, id := range m.ids {
+		e := d.acts[id]
+		if e == nil {
+			continue // absent ids are no-ops
+		}
+		if e.parentSes != m.parent.Session() {
+			m.reply <- unauthorized("subagent %q is not a direct child of agent %q", id, m.parent.Session())
+			return
+		}
+		targets[id] = true
+	}
+	for id := range targets {
+		d.disposeTree(c, id)
+	}
+	reply := m.reply
+	d.wait(targets, func() { reply <- nil })
+}
+
+// drainBelow is SPEC §6.7's drainContinuableDescendants: admission closes below
+// these exact parents (until each leaves the registry) and their strict
+// descendants are disposed child-first.
+func (d *directoryActor) drainBelow(c actor.Context, m *drainBelowReq) {
+	targets := map[string]bool{}
+	for _, p := range m.parents {
+		if p == nil || !d.m.live(p) {
+			continue
+		}
+		d.below[p.PID().Id] = p.Session()
+		for _, ch := range d.children(p) {
+			d.subtree(ch.id, targets)
+			d.disposeTree(c, ch.id)
+		}
+	}
+	reply := m.reply
+	d.wait(targets, func() { reply <- struct{}{} })
+}
+
+// wait calls done once none of ids (nil: no Activation at all) is resident.
+func (d *directoryActor) wait(ids map[string]bool, done func()) {
+	d.waits = append(d.waits, &drainWait{ids: ids, done: done})
+	d.checkWaits()
+}
+
+func (d *directoryActor) checkWaits() {
+	kept := d.waits[:0]
+	for _, w := range d.waits {
+		if d.resident(w.ids) {
+			kept = append(kept, w)
+			continue
+		}
+		w.done()
+	}
+	d.waits = kept
+}
+
+func (d *directoryActor) resident(ids map[string]bool) bool {
+	if ids == nil {
+		return len(d.acts) > 0
+	}
+	for id := range ids {
+		if d.acts[id] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// HandleFailure makes the directory its Activations' supervisor (DESIGN
+// "Supervision"): the message being handled is answered with ACTIVATION_FAILED,
+// and the Activation restarts — its actor is re-created and restores from the
+// store, with the turn in flight recorded aborted and the queued messages kept —
+// unless it failed more than maxRestarts times within restartWindow; then it stops.
+func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+	rs *actor.RestartStatistics, reason any, message any) {
+	id := ""
+	for cid, e := range d.acts {
+		if e.pid.Id == child.Id {
+			id = cid
+		}
+	}
+	err := messages.Errorf(CodeActivationFailed,
+		"subagent %q activation failed while handling the message (%v); it restarts from its persisted session", id, reason)
+	switch m := message.(type) {
+	case *submit:
+		m.reply(acceptRes{err: err})
+	case *interrupt:
+		m.reply(err)
+	case *report:
+		m.reply(acceptRes{err: err})
+	}
+	rs.Fail()
+	if rs.NumberOfFailures(restartWindow) > maxRestarts {
+		d.m.logger.Warn(fmt.Sprintf("subagent: activation %s failed too often and stops: %v", id, reason))
+		sup.StopChildren(child)
+		return
+	}
+	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s panicked and restarts from its persisted session: %v", id, reason))
+	sup.RestartChildren(child)
+}
+
+// list is list_agents: parent's continuable children (or all its descendants) from
+// the store, with the residency of the live ones. It runs on the caller's goroutine.
+func (m *Manager) list(parent *owner.Agent, descendants bool, live map[string]liveEntry) ([]Listed, error) {
 	ctx := context.Background()
-	ids, err := d.m.deps.Store.IDs(ctx)
+	ids, err := m.deps.Store.IDs(ctx)
 	if err != nil {
-		return listRes{err: err}
+		return nil, err
 	}
-	headers := map[string]session.Snapshot{}
+	snaps := map[string]session.Snapshot{}
 	for _, id := range ids {
-		if s, err := d.m.deps.Store.Load(ctx, id); err == nil {
-			headers[id] = s
+		if s, err := m.deps.Store.Load(ctx, id); err == nil {
+			snaps[id] = s
 		}
 	}
-	var out []Listed
+	out := []Listed{}
 	var walk func(parent string)
 	walk = func(parent string) {
 		for _, id := range ids {
-			s, ok := headers[id]
+			s, ok := snaps[id]
 			if !ok || s.Header.ParentSession != parent {
 				continue
 			}
@@ -392,21 +808,20 @@ func (d *directoryActor) list(c actor.Context, m *listReq) listRes {
 			default:
 				l.Label = desc.Label
 			}
-			if e := d.acts[id]; e != nil {
-				reply := make(chan Status, 1)
-				c.Send(e.pid, &statusReq{reply: reply})
-				if st := <-reply; st.Residency == Running {
-					l.Status = "running"
-				} else {
+			if e, ok := live[id]; ok {
+				if st, ok := m.status(e.pid); ok {
 					l.Status = "idle"
+					if st.Residency == Running {
+						l.Status = "running"
+					}
 				}
 			}
 			out = append(out, l)
-			if m.descendants {
+			if descendants {
 				walk(id)
 			}
 		}
 	}
-	walk(m.parent.Session())
-	return listRes{items: out}
+	walk(parent.Session())
+	return out, nil
 }

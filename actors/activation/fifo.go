@@ -6,44 +6,68 @@ import "github.com/troupe-rt/troupe/session"
 type Residency string
 
 const (
-	Running Residency = "running" // a turn runs or an accepted message waits to run
-	Waiting Residency = "waiting" // quiescent, but children it started are still resident
+	Running Residency = "running" // a turn runs, or a woken queue waits to run
+	Waiting Residency = "waiting" // quiescent, but children it owns are resident or its queue is parked
 	Settled Residency = "settled" // quiescent with no owned children: it is disposed
 )
 
-// Core is the pure state machine of one Activation: the FIFO of accepted turns in
-// mailbox order, the one running turn, the interrupt's parking, and the children it
-// owns. It has no goroutines and no I/O; the actor feeds it events and carries out
-// the effects it returns.
+// Core is the pure state machine of one Activation (SPEC §1.3 rule 36): the queue of
+// accepted messages in mailbox order, the one running turn, the interrupt's parking,
+// the children it owns, and its disposal. It has no goroutines and no I/O; the
+// actor feeds it events and carries out the Effects it returns.
+//
+// The queue runs while it is awake: a waking send (a followup, a steered notice)
+// wakes it, and it sleeps again once it is empty. A quiet message (an injected
+// notice) joins the queue without waking it, so it runs with the next turn or is
+// discarded when the Activation settles. An interrupt parks the queue: nothing
+// starts until the next waking send, and then the parked messages run first.
 type Core struct {
 	queue   []session.InboxMessage // accepted, not started, in acceptance order
 	running *session.InboxMessage  // the turn in flight
+	awake   bool                   // a waking send arrived since the queue last emptied
 	parked  bool                   // an interrupt parked the queue until the next waking send
-	owned   map[string]bool        // child ids this activation started and that are resident
+	owned   map[string]bool        // resident children this activation started
 	closing bool                   // disposal has begun: admission is closed
+	done    bool                   // Finish has been returned
 }
 
 // NewCore returns an idle core.
 func NewCore() *Core { return &Core{owned: map[string]bool{}} }
 
-// Effect is what the shell must do after an event.
+// Effect is what the shell must do after an event. Several fields may be set.
 type Effect struct {
-	StartTurn  *session.InboxMessage // run this message's turn now
-	CancelTurn bool                  // cancel the running turn (interrupt)
-	Settle     bool                  // the activation settled: dispose it
+	StartTurn  *session.InboxMessage  // run this message's turn now
+	CancelTurn bool                   // cancel the running turn
+	Settle     bool                   // quiescent with nothing owned: propose disposal
+	Finish     bool                   // disposal can complete: end the epoch (once)
+	Discarded  []session.InboxMessage // queued messages a disposal dropped
 }
 
-// Admit queues an accepted message. A waking send unparks the queue: parked
-// messages run first, in order, then this one.
-func (c *Core) Admit(m session.InboxMessage) Effect {
+// Admit queues an accepted message. A waking one unparks and wakes the queue.
+// A closing core admits nothing (the shell refuses before accepting).
+func (c *Core) Admit(m session.InboxMessage, wake bool) Effect {
+	if c.closing {
+		return Effect{}
+	}
 	c.queue = append(c.queue, m)
-	c.parked = false
+	if wake {
+		c.parked, c.awake = false, true
+	}
 	return c.next()
 }
 
-// Restore queues messages accepted before a restart, without waking a parked queue.
-func (c *Core) Restore(ms []session.InboxMessage) Effect {
-	c.queue = append(c.queue, ms...)
+// Restore queues messages accepted before a restart or a crash; they run in order
+// (woken if any of them was a waking message).
+func (c *Core) Restore(ms []session.InboxMessage, owned []string) Effect {
+	for _, id := range owned {
+		c.owned[id] = true
+	}
+	for _, m := range ms {
+		c.queue = append(c.queue, m)
+		if !m.Quiet {
+			c.awake = true
+		}
+	}
 	return c.next()
 }
 
@@ -53,15 +77,18 @@ func (c *Core) TurnEnded() Effect {
 	return c.next()
 }
 
-// Interrupt stops the running turn and parks the queue: nothing new starts until a
-// waking send. Messages already queued stay, in order.
+// Interrupt cancels the running turn and parks the queue: nothing new starts until
+// a waking send. Queued messages stay, in order. A closing core ignores it.
 func (c *Core) Interrupt() Effect {
-	c.parked = true
+	if c.closing {
+		return Effect{}
+	}
+	c.parked, c.awake = true, false
 	return Effect{CancelTurn: c.running != nil}
 }
 
-// Own records a child this activation started (before its first message can be
-// accepted); Release drops it when the child has been disposed.
+// Own records a child this activation started, before the child's first message
+// can be accepted; Release drops it once the child has been disposed.
 func (c *Core) Own(child string) { c.owned[child] = true }
 
 func (c *Core) Release(child string) Effect {
@@ -69,7 +96,7 @@ func (c *Core) Release(child string) Effect {
 	return c.next()
 }
 
-// Owned returns the resident children.
+// Owned returns the resident children (unordered).
 func (c *Core) Owned() []string {
 	out := make([]string, 0, len(c.owned))
 	for id := range c.owned {
@@ -78,8 +105,19 @@ func (c *Core) Owned() []string {
 	return out
 }
 
-// Close marks disposal begun.
-func (c *Core) Close() { c.closing = true }
+// Close begins disposal: admission closes, queued messages are discarded and the
+// running turn is cancelled. Finish follows once no turn runs and no owned child is
+// left (children are released first: child-first disposal). Idempotent.
+func (c *Core) Close() Effect {
+	if c.closing {
+		return Effect{}
+	}
+	c.closing = true
+	eff := Effect{CancelTurn: c.running != nil, Discarded: c.queue}
+	c.queue, c.awake, c.parked = nil, false, false
+	eff.Finish = c.finishable()
+	return eff
+}
 
 // Closing reports whether disposal has begun.
 func (c *Core) Closing() bool { return c.closing }
@@ -87,10 +125,9 @@ func (c *Core) Closing() bool { return c.closing }
 // Residency derives the state: running, waiting or settled.
 func (c *Core) Residency() Residency {
 	switch {
-	case c.running != nil || (len(c.queue) > 0 && !c.parked):
+	case c.running != nil || (c.awake && !c.parked && len(c.queue) > 0):
 		return Running
-	case len(c.owned) > 0 || len(c.queue) > 0:
-		// A parked queue keeps the activation resident, waiting for a waking send.
+	case len(c.owned) > 0 || (c.parked && len(c.queue) > 0):
 		return Waiting
 	}
 	return Settled
@@ -102,15 +139,29 @@ func (c *Core) Running() *session.InboxMessage { return c.running }
 // Queued returns the messages waiting to run, in order.
 func (c *Core) Queued() []session.InboxMessage { return c.queue }
 
+// Parked reports whether an interrupt parked the queue.
+func (c *Core) Parked() bool { return c.parked }
+
+func (c *Core) finishable() bool {
+	if c.closing && !c.done && c.running == nil && len(c.owned) == 0 {
+		c.done = true
+		return true
+	}
+	return false
+}
+
 func (c *Core) next() Effect {
-	if c.running == nil && !c.parked && len(c.queue) > 0 && !c.closing {
+	if c.closing {
+		return Effect{Finish: c.finishable()}
+	}
+	if c.running == nil && !c.parked && c.awake && len(c.queue) > 0 {
 		m := c.queue[0]
 		c.queue = c.queue[1:]
 		c.running = &m
 		return Effect{StartTurn: &m}
 	}
-	if !c.closing && c.Residency() == Settled {
-		return Effect{Settle: true}
+	if c.running == nil && len(c.queue) == 0 {
+		c.awake = false
 	}
-	return Effect{}
+	return Effect{Settle: c.Residency() == Settled}
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,6 +22,10 @@ import (
 
 // DescriptorVersion is the descriptor format this package reads and writes.
 const DescriptorVersion = 2
+
+// statusTimeout bounds a status question to an Activation (one that stopped in
+// between answers through protoactor's dead letters at once).
+const statusTimeout = 5 * time.Second
 
 // Descriptor is the continuable descriptor (SPEC §6.8).
 type Descriptor struct {
@@ -61,13 +67,24 @@ func ParseDescriptor(raw json.RawMessage) (Descriptor, error) {
 
 // Deps are what the continuation manager needs.
 type Deps struct {
-	Store    session.Store // nil: PERSISTENCE_UNAVAILABLE
-	Runtime  *subagent.Runtime
-	Runner   subagent.TurnRunner // runs every child's turns
-	Jobs     *registry.Client    // the agent registry (exact live parents, report recipients)
-	NewAgent func(session string) (*owner.Agent, error)
-	Logger   *slog.Logger
-	Now      func() int64
+	// Store persists the children's sessions; nil: PERSISTENCE_UNAVAILABLE.
+	Store session.Store
+	// Runtime finds providers and publishes the activations' subagent/start and
+	// subagent/end events.
+	Runtime *subagent.Runtime
+	// Runner runs every child's turns.
+	Runner subagent.TurnRunner
+	// Jobs is the agent service: exact live parents, notice and report recipients.
+	// nil: the manager is unavailable (CONTINUATION_UNAVAILABLE, SPEC §6.1).
+	Jobs *registry.Client
+	// NewAgent spawns and registers the agent instance of a child session. inbox is
+	// the child's own Activation inbox, the default delivery surface of its agent.
+	NewAgent func(session string, inbox owner.Surface) (*owner.Agent, error)
+	// Cwd, if set, is a top-level parent's working directory, copied into its
+	// children's headers (SPEC §6.8); a child's children copy its own.
+	Cwd    func(parent *owner.Agent) string
+	Logger *slog.Logger
+	Now    func() int64
 	// Dispatcher, if set, runs the activations' mailboxes (seeded schedules).
 	Dispatcher actor.Dispatcher
 }
@@ -75,10 +92,11 @@ type Deps struct {
 // Manager is the continuation manager (SPEC §6): a handle to the directory actor,
 // which owns at most one live Activation per child session.
 type Manager struct {
-	deps   Deps
-	root   *actor.RootContext
-	pid    *actor.PID
-	logger *slog.Logger
+	deps     Deps
+	root     *actor.RootContext
+	pid      *actor.PID
+	logger   *slog.Logger
+	draining atomic.Bool // an early admission check; the directory's is authoritative
 }
 
 // NewManager spawns the directory actor.
@@ -87,7 +105,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}}
+	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, below: map[string]string{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d })
 	pid, err := system.Root.SpawnNamed(props, "directory")
 	if err != nil {
@@ -116,9 +134,16 @@ func (m *Manager) live(a *owner.Agent) bool {
 	return pid != nil && pid.Equal(a.PID())
 }
 
-// lineageClosing is a placeholder until scoped drains track lineages: a parent's
-// lineage is closing while the whole manager drains.
-func (m *Manager) lineageClosing(string) bool { return false }
+// available is SPEC §6.1's availability: the manager needs the agent service.
+func (m *Manager) available() bool { return m.deps.Jobs != nil }
+
+func unavailable() error {
+	return messages.Errorf(subagent.CodeContinuationUnavailable, "continuable subagents require the agents service")
+}
+
+// PersistenceUnavailable is SPEC §6.1's message (rule 23: the verbatim prefix, then
+// a hint that names troupe's API).
+const PersistenceUnavailable = "continuable subagents require session persistence (pass a session.Store — session.OpenBolt or session.NewMemory — to activation.Start)"
 
 func newChildID() string {
 	var b [8]byte
@@ -135,22 +160,41 @@ func (m *Manager) StartContinuable(ctx context.Context, provider, label string, 
 }
 
 // Start starts a continuable child of parent (SPEC §6.2), with childID or a fresh
-// id, and returns once its first message is accepted. ctx governs only the steps
-// before acceptance; any failure before it rolls the child back entirely.
+// id, and returns once its first message is accepted (durable in its inbox
+// journal), before any model request. ctx governs only the steps before
+// acceptance: any failure before it — ctx's end included — rolls the child back
+// entirely and returns no ids.
 func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
+	if !m.available() {
+		return "", "", unavailable()
+	}
+	if m.draining.Load() {
+		return "", "", draining()
+	}
 	if m.deps.Store == nil {
-		return "", "", messages.Errorf(subagent.CodePersistenceUnavailable,
-			"continuable subagents require session persistence (configure a session store: activation.Deps.Store)")
+		return "", "", messages.Errorf(subagent.CodePersistenceUnavailable, PersistenceUnavailable)
 	}
 	if req.MaxDepth != nil && (*req.MaxDepth < 0 || *req.MaxDepth > 1<<53-1) {
 		return "", "", subagent.ErrInvalidMaxDepth
 	}
+	if parent == nil {
+		return "", "", unauthorized("a continuable subagent requires the exact live parent agent to start it")
+	}
 	if childID == "" {
 		childID = newChildID()
+	} else if _, err := m.deps.Store.Load(ctx, childID); err == nil {
+		return "", "", messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", childID)
 	}
-	desc, _ := json.Marshal(Descriptor{Version: DescriptorVersion, Mode: "continuable", Provider: provider, Label: label,
-		Persona: req.Persona, ToolFilter: req.ToolFilter})
-	p := m.deps.Runtime.Provider(provider)
+	d := Descriptor{Version: DescriptorVersion, Mode: "continuable", Provider: provider, Label: label,
+		Persona: req.Persona, ToolFilter: req.ToolFilter}
+	if o := req.Options; o != nil {
+		d.AgentProvider, d.AgentModel = o.Provider, o.Model
+	}
+	desc, _ := json.Marshal(d)
+	var p subagent.Provider
+	if m.deps.Runtime != nil {
+		p = m.deps.Runtime.Provider(provider)
+	}
 	if p == nil {
 		return "", "", messages.Errorf(subagent.CodeNoProvider, "no subagent provider registered for %q", provider)
 	}
@@ -159,57 +203,123 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 		return "", "", messages.Errorf(subagent.CodeUnsupportedCapability,
 			"subagent provider %q does not support continuable children (no prepareContinuable capability)", provider)
 	}
-	seed, err := cp.PrepareContinuable(ctx, req)
+	seed, err := prepare(ctx, cp, req)
 	if err != nil {
 		return "", "", err
 	}
-	if err := context.Cause(ctx); ctx.Err() != nil {
-		return "", "", err
+	if ctx.Err() != nil {
+		return "", "", context.Cause(ctx)
+	}
+	if m.draining.Load() {
+		return "", "", draining()
 	}
 	reply := make(chan startRes, 1)
-	m.root.Send(m.pid, &startReq{parent: parent, id: childID, label: label, descriptor: desc, seed: seed.History,
-		req: req, content: text(req.Prompt), reply: reply})
+	m.root.Send(m.pid, &startReq{ctx: ctx, parent: parent, id: childID, label: label, descriptor: desc,
+		seed: seed.History, req: req, content: text(req.Prompt), reply: reply})
 	res := <-reply
-	return res.childID, res.messageID, res.err
+	if res.err != nil {
+		return "", "", res.err
+	}
+	return res.childID, res.messageID, nil
+}
+
+// prepare calls the provider's PrepareContinuable, turning a panic into an error.
+func prepare(ctx context.Context, cp subagent.Continuable, req subagent.Request) (seed subagent.Seed, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	return cp.PrepareContinuable(ctx, req)
 }
 
 // Followup sends content to childID as its next FIFO turn (SPEC §6.3): into the
 // running or waiting Activation, or a cold resume. parent must be the exact live
-// parent of record. ctx governs only lookup and admission.
+// parent of record. ctx governs only lookup and admission: the answer says whether
+// the message was accepted, and a ctx that ends after acceptance changes nothing.
 func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
-	reply := make(chan acceptRes, 1)
-	m.root.Send(m.pid, &followupReq{parent: parent, id: childID, content: text(content), source: source, reply: reply})
-	select {
-	case res := <-reply:
-		return res.id, res.err
-	case <-ctx.Done():
-		// The operation may still be accepted; the caller's context no longer waits.
-		return "", context.Cause(ctx)
+	if !m.available() {
+		return "", unavailable()
 	}
+	if m.draining.Load() {
+		return "", draining()
+	}
+	if m.deps.Store == nil {
+		return "", messages.Errorf(subagent.CodePersistenceUnavailable, PersistenceUnavailable)
+	}
+	reply := make(chan acceptRes, 1)
+	m.root.Send(m.pid, &followupReq{ctx: ctx, parent: parent, id: childID, content: text(content), source: source, reply: reply})
+	res := <-reply
+	return res.id, res.err
 }
 
-// Interrupt stops target's current turn and keeps its queued messages (SPEC §6.4).
-// It returns once admitted; the turn ends asynchronously.
+// Interrupt stops target's current turn and parks its queued messages (SPEC §6.4).
+// It returns once admitted; the turn ends asynchronously. Without the agent
+// service it is a silent no-op.
 func (m *Manager) Interrupt(target string, auth Authority) error {
+	if !m.available() {
+		return nil
+	}
 	reply := make(chan error, 1)
 	m.root.Send(m.pid, &interruptReq{target: target, auth: auth, reply: reply})
 	return <-reply
 }
 
-// Report relays content from a live continuable child to its parent (SPEC §6.6).
+// Report relays content from a live continuable child to its parent (SPEC §6.6):
+// steered into the parent's next step (waking it when idle), or injected when quiet.
 func (m *Manager) Report(child *owner.Agent, content string, quiet bool) (string, error) {
+	if !m.available() {
+		return "", unavailable()
+	}
+	if child == nil {
+		return "", unauthorized("a report requires the calling agent")
+	}
 	reply := make(chan acceptRes, 1)
 	m.root.Send(m.pid, &reportReq{child: child, content: text(content), quiet: quiet, reply: reply})
 	res := <-reply
 	return res.id, res.err
 }
 
-// List returns parent's continuable children (or all its descendants).
+func (m *Manager) liveSet() map[string]liveEntry {
+	reply := make(chan map[string]liveEntry, 1)
+	m.root.Send(m.pid, &liveReq{reply: reply})
+	return <-reply
+}
+
+func (m *Manager) status(pid *actor.PID) (Status, bool) {
+	v, err := m.root.RequestFuture(pid, &statusReq{}, statusTimeout).Result()
+	if err != nil {
+		return Status{}, false
+	}
+	st, ok := v.(Status)
+	return st, ok
+}
+
+// List returns parent's continuable children (or all its descendants), with
+// statuses: running, idle (resident and waiting) or ready (no Activation).
 func (m *Manager) List(parent *owner.Agent, descendants bool) ([]Listed, error) {
-	reply := make(chan listRes, 1)
-	m.root.Send(m.pid, &listReq{parent: parent, descendants: descendants, reply: reply})
-	res := <-reply
-	return res.items, res.err
+	if !m.available() || m.deps.Store == nil || parent == nil {
+		return []Listed{}, nil
+	}
+	return m.list(parent, descendants, m.liveSet())
+}
+
+// Status returns the Activation of childID, if one is resident.
+func (m *Manager) Status(childID string) (Status, bool) {
+	e, ok := m.liveSet()[childID]
+	if !ok {
+		return Status{}, false
+	}
+	return m.status(e.pid)
+}
+
+// Agent returns the agent instance of childID's resident Activation (the credential
+// its tools act with), or nil.
+func (m *Manager) Agent(childID string) *owner.Agent {
+	if e, ok := m.liveSet()[childID]; ok {
+		return e.agent
+	}
+	return nil
 }
 
 // Live returns how many Activations are resident (a gauge for tests).
@@ -219,11 +329,52 @@ func (m *Manager) Live() int {
 	return <-reply
 }
 
-// Drain closes admission and disposes every Activation child-first; it returns once
-// none is left or ctx ends.
+// Drain closes admission for the whole manager (DRAINING from then on) and
+// disposes every Activation, child-first; it returns once none is left or ctx ends.
 func (m *Manager) Drain(ctx context.Context) error {
+	m.draining.Store(true)
 	reply := make(chan struct{}, 1)
 	m.root.Send(m.pid, &drainReq{reply: reply})
+	select {
+	case <-reply:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// DrainContinuableChildren releases the named direct children of parent (SPEC
+// §6.7), child-first, discarding their pending inbox work; absent ids are no-ops.
+// parent must be the exact live parent agent. It returns once they are disposed or
+// ctx ends. Without the agent service it is a silent no-op.
+func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Agent, ids []string) error {
+	if !m.available() {
+		return nil
+	}
+	if parent == nil {
+		return unauthorized("selected child teardown requires the exact live parent agent")
+	}
+	reply := make(chan error, 1)
+	m.root.Send(m.pid, &drainChildrenReq{parent: parent, ids: ids, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// DrainContinuableDescendants closes admission below these exact parent
+// instances until each leaves the agent registry (a same-session replacement is
+// not affected) and disposes their strict descendants, child-first (SPEC §6.7).
+// It returns once they are disposed or ctx ends. Without the agent service it is a
+// silent no-op.
+func (m *Manager) DrainContinuableDescendants(ctx context.Context, parents []*owner.Agent) error {
+	if !m.available() {
+		return nil
+	}
+	reply := make(chan struct{}, 1)
+	m.root.Send(m.pid, &drainBelowReq{parents: parents, reply: reply})
 	select {
 	case <-reply:
 		return nil

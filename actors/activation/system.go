@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/troupe-rt/troupe"
@@ -10,22 +11,36 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 )
 
+// Option adjusts the manager's dependencies in Start.
+type Option func(*Deps)
+
+// WithCwd sets how a top-level parent's working directory is found; it is copied
+// into the header of each child it starts (SPEC §6.8).
+func WithCwd(cwd func(parent *owner.Agent) string) Option { return func(d *Deps) { d.Cwd = cwd } }
+
+// WithLogger sets where the manager's warnings go (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
+
 // Start makes the continuation manager of sys: children's agents are spawned under
 // the global scope and registered under their session ids, and shutting the system
 // down drains every Activation (child-first) before the actors stop. surface, if
-// set, gives each child agent its delivery surface.
+// set, gives each child agent its delivery surface; by default a child's agent
+// delivers into its own Activation's inbox (a notice becomes a turn of the child).
+// store nil leaves the manager without persistence (PERSISTENCE_UNAVAILABLE).
 func Start(sys *troupe.System, store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
-	surface func(childID string) owner.Surface) (*Manager, error) {
+	surface func(childID string) owner.Surface, opts ...Option) (*Manager, error) {
 	deps := Deps{
 		Store:   store,
 		Runtime: runtime,
 		Runner:  runner,
 		Jobs:    sys.Jobs(),
 		Now:     func() int64 { return time.Now().UnixMilli() },
-		NewAgent: func(id string) (*owner.Agent, error) {
-			var opts owner.Options
+		NewAgent: func(id string, inbox owner.Surface) (*owner.Agent, error) {
+			opts := owner.Options{Surface: inbox}
 			if surface != nil {
-				opts.Surface = surface(id)
+				if s := surface(id); s != nil {
+					opts.Surface = s
+				}
 			}
 			a, err := sys.NewAgent(nil, id, opts)
 			if err != nil {
@@ -37,6 +52,9 @@ func Start(sys *troupe.System, store session.Store, runtime *subagent.Runtime, r
 			}
 			return a, nil
 		},
+	}
+	for _, o := range opts {
+		o(&deps)
 	}
 	m, err := NewManager(sys.Actors(), deps)
 	if err != nil {

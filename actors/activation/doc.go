@@ -1,0 +1,28 @@
+// Package activation is the continuation manager (SPEC §6): continuable children,
+// each a durable session with at most one live Activation.
+//
+// The embedder's contract:
+//  1. Start(sys, store, runtime, runner, surface) makes the Manager of a System; the
+//     agent registry must be mounted (Jobs().MountAgents) for parents to be live.
+//     Without a store every start fails PERSISTENCE_UNAVAILABLE; a Manager built
+//     with NewManager and no Deps.Jobs answers CONTINUATION_UNAVAILABLE.
+//  2. Manager.Start returns once the first prompt is accepted — durable in the
+//     child's inbox journal — before any model request. Its ctx governs only the
+//     steps before acceptance: a failure (ctx's end included) rolls the child back.
+//  3. Followup, Interrupt, Report, List and the drains address a child by session
+//     id; the exact live agent instance passed in is the authority, never a sender.
+//  4. A child's turns run through the TurnRunner, one at a time, in acceptance
+//     order. A child settles when no turn runs, no woken message waits and no child
+//     of its own is resident; its parent then gets the settlement notice.
+//  5. Shutting the System down drains every Activation, child-first.
+//
+// Actors and goroutines:
+//   - the directory actor (one per Manager) owns session id → Activation, the
+//     per-child lock (operations waiting on a starting or closing child), drains,
+//     and supervises its Activations: a panicking one is re-created and restores
+//     from the store (the turn in flight recorded aborted, queued messages kept);
+//   - an Activation actor (one per live child) owns the Core (fifo.go: the FIFO,
+//     parking, owned children, disposal), the session history and the epoch;
+//   - each running turn is a goroutine of its Activation, with a cancelable
+//     context; its end comes back as a message and nothing else touches the state.
+package activation

@@ -1,0 +1,137 @@
+package activation_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// budget bounds every wait; nothing waits for it to pass.
+const budget = 10 * time.Second
+
+// faultyStore panics (inside the Activation's Receive) when a message whose text is
+// "boom" is accepted, once; and reports every appended entry.
+type faultyStore struct {
+	*session.Memory
+	panicked atomic.Bool
+	mu       sync.Mutex
+	appended chan session.Entry
+}
+
+func (s *faultyStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
+	if len(m.Content) > 0 && m.Content[0].Text == "boom" && s.panicked.CompareAndSwap(false, true) {
+		panic("store exploded")
+	}
+	return s.Memory.Accept(ctx, id, epoch, m)
+}
+
+func (s *faultyStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
+	err := s.Memory.Append(ctx, id, epoch, entries...)
+	if err == nil {
+		for _, e := range entries {
+			s.appended <- e
+		}
+	}
+	return err
+}
+
+func waitEntry(t *testing.T, ch <-chan session.Entry, kind string) session.Entry {
+	t.Helper()
+	deadline := time.After(budget)
+	for {
+		select {
+		case e := <-ch:
+			if e.Kind == kind {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s entry", kind)
+		}
+	}
+}
+
+// An Activation that panics restarts from its persisted session: the turn in flight
+// is recorded aborted (not re-run), the messages queued behind it run in order, the
+// message whose handling crashed is answered ACTIVATION_FAILED, and the child stays
+// the same session with a new epoch (its predecessor fenced).
+func TestActivationPanicRestartsFromTheStore(t *testing.T) {
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := subagent.NewScripted()
+	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+		if in := turn.Input.Text(); in != "task" {
+			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
+		}
+		return subagent.Reply{Block: true}, true // held until the restart cancels it
+	}
+	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	m, err := activation.Start(sys, store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	ctx := context.Background()
+
+	_, first, err := m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.NoError(t, err)
+	waitEntry(t, store.appended, session.EntryTurnStart) // the first turn is in flight (held)
+	for _, text := range []string{"B", "C"} {
+		_, err := m.Followup(ctx, parent, "c", text, session.Source{Kind: "coordinator"})
+		require.NoError(t, err)
+	}
+
+	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
+	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
+
+	aborted := waitEntry(t, store.appended, session.EntryTurnAborted)
+	require.Equal(t, first, aborted.InboxID)
+	require.Equal(t, subagent.StopAborted, aborted.StopReason)
+	select {
+	case n := <-in.msgs:
+		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
+	case <-time.After(budget):
+		snap, _ := store.Load(ctx, "c")
+		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live())
+	}
+	require.True(t, logs.Contains("panicked and restarts from its persisted session"))
+
+	snap, err := store.Load(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), snap.Header.Epoch, "the restart took a new epoch")
+	var users, ends []string
+	for _, e := range snap.Log {
+		switch {
+		case e.Kind == session.EntryMessage && e.Role == "user":
+			users = append(users, e.Content[0].Text)
+		case e.Kind == session.EntryTurnEnd || e.Kind == session.EntryTurnAborted:
+			ends = append(ends, e.Kind+":"+e.StopReason)
+		}
+	}
+	require.Equal(t, []string{"task", "B", "C"}, users, "the cut-off turn is not re-run")
+	require.Equal(t, []string{"turn/aborted-by-crash:aborted", "turn/end:completed", "turn/end:completed"}, ends)
+	var reran []string
+	for _, turn := range runner.Turns() {
+		if in := turn.Input.Text(); in != "task" { // the cut-off turn's runner call may still be on its way
+			reran = append(reran, in)
+		}
+	}
+	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
+	require.Nil(t, sys.Jobs().RegisteredAgent("c"), "the child agent was disposed with its Activation")
+}

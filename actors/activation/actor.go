@@ -61,7 +61,7 @@ type (
 	statusReq    struct{}
 	ownChild     struct{ id string }
 	dropChild    struct{ id string }
-	beginDispose struct{ force bool }
+	beginDispose struct{ force, keep bool } // keep: a manager shutdown keeps queued messages
 	turnEnded    struct {
 		token    uint64
 		inbox    string
@@ -150,7 +150,11 @@ func (a *activationActor) Receive(c actor.Context) {
 			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
 			return
 		}
-		a.apply(c, a.core.Close())
+		if m.keep {
+			a.apply(c, a.core.Suspend())
+		} else {
+			a.apply(c, a.core.Close())
+		}
 	case *agentGone:
 		c.Send(a.dir, a.disposed(m.err))
 	case *actor.Restarting:

@@ -198,7 +198,7 @@ func (d *directoryActor) Receive(c actor.Context) {
 		d.draining = true
 		for id, e := range d.acts {
 			if _, nested := d.byAgent[e.parent.PID().Id]; !nested {
-				d.disposeTree(c, id)
+				d.disposeTree(c, id, true)
 			}
 		}
 		reply := m.reply
@@ -548,17 +548,17 @@ func (d *directoryActor) settled(c actor.Context, id string) {
 // disposeTree opens a forced disposal of id and everything below it: admission
 // closes and turns are cancelled top-down at once; each Activation finishes only
 // once its own children are released, so release is child-first.
-func (d *directoryActor) disposeTree(c actor.Context, id string) {
+func (d *directoryActor) disposeTree(c actor.Context, id string, keep bool) {
 	e := d.acts[id]
 	if e == nil {
 		return
 	}
 	if !e.forced {
 		e.closing, e.forced = true, true
-		c.Send(e.pid, &beginDispose{force: true})
+		c.Send(e.pid, &beginDispose{force: true, keep: keep})
 	}
 	for _, ch := range d.children(e.agent) {
-		d.disposeTree(c, ch.id)
+		d.disposeTree(c, ch.id, keep)
 	}
 }
 
@@ -688,7 +688,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 		targets[id] = true
 	}
 	for id := range targets {
-		d.disposeTree(c, id)
+		d.disposeTree(c, id, false)
 	}
 	reply := m.reply
 	d.wait(targets, func() { reply <- nil })
@@ -706,7 +706,7 @@ func (d *directoryActor) drainBelow(c actor.Context, m *drainBelowReq) {
 		d.below[p.PID().Id] = p.Session()
 		for _, ch := range d.children(p) {
 			d.subtree(ch.id, targets)
-			d.disposeTree(c, ch.id)
+			d.disposeTree(c, ch.id, false)
 		}
 	}
 	reply := m.reply

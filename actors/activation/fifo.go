@@ -108,12 +108,22 @@ func (c *Core) Owned() []string {
 // Close begins disposal: admission closes, queued messages are discarded and the
 // running turn is cancelled. Finish follows once no turn runs and no owned child is
 // left (children are released first: child-first disposal). Idempotent.
-func (c *Core) Close() Effect {
+func (c *Core) Close() Effect { return c.close(false) }
+
+// Suspend is Close for a shutdown of the whole manager: the queued messages are not
+// discarded — they stay in the inbox journal and run first when the child resumes
+// (SPEC §1.3 rule 35: no accepted message is lost).
+func (c *Core) Suspend() Effect { return c.close(true) }
+
+func (c *Core) close(keep bool) Effect {
 	if c.closing {
 		return Effect{}
 	}
 	c.closing = true
-	eff := Effect{CancelTurn: c.running != nil, Discarded: c.queue}
+	eff := Effect{CancelTurn: c.running != nil}
+	if !keep {
+		eff.Discarded = c.queue
+	}
 	c.queue, c.awake, c.parked = nil, false, false
 	eff.Finish = c.finishable()
 	return eff

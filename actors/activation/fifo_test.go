@@ -231,3 +231,16 @@ func (m *model) step() {
 		m.awake = false
 	}
 }
+
+func TestSuspendKeepsTheQueueForTheJournal(t *testing.T) {
+	c := NewCore()
+	c.Admit(session.InboxMessage{ID: "a"}, true)
+	c.Admit(session.InboxMessage{ID: "b"}, true)
+	eff := c.Suspend()
+	require.True(t, eff.CancelTurn)
+	require.Empty(t, eff.Discarded, "a shutdown keeps queued messages in the journal")
+	c2 := NewCore()
+	c2.Admit(session.InboxMessage{ID: "a"}, true)
+	c2.Admit(session.InboxMessage{ID: "b"}, true)
+	require.Len(t, c2.Close().Discarded, 1, "a drain of the child discards its queue")
+}

@@ -177,7 +177,17 @@ func scenarioSubagents(tl *timeline) error {
 	if err != nil {
 		return err
 	}
-	tl.say("system", "%s's session: epoch %d, %d log entries", child, snap.Header.Epoch, len(snap.Log))
+	var users []string
+	for _, e := range snap.Log {
+		if e.Kind == session.EntryMessage && e.Role == "user" && len(e.Content) > 0 {
+			users = append(users, e.Content[0].Text)
+		}
+	}
+	tl.say("system", "%s's session: epoch %d; its turns, in order: %q", child, snap.Header.Epoch, users)
+	want := []string{"remember: the launch is on Tuesday", "think hard about risks", "also note: budget approved", "what do you remember?"}
+	if strings.Join(users, "|") != strings.Join(want, "|") {
+		return fmt.Errorf("broken promise: turns %q, want %q (a parked message was lost or reordered)", users, want)
+	}
 	return nil
 }
 

@@ -2,6 +2,8 @@ package activation
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -61,6 +63,7 @@ type (
 	statusReq    struct{}
 	ownChild     struct{ id string }
 	dropChild    struct{ id string }
+	oldTurnDone  struct{}                   // a crashed incarnation's turn has returned
 	beginDispose struct{ force, keep bool } // keep: a manager shutdown keeps queued messages
 	turnEnded    struct {
 		token    uint64
@@ -102,6 +105,7 @@ type carry struct {
 	final    []session.Block // the last turn's output
 	stop     string          // the last turn's stop reason
 	started  bool            // the first incarnation has started
+	quiet    chan struct{}   // closed when the last turn's goroutine has returned
 }
 
 // activationActor is one live continuable child: its session (header, history,
@@ -145,6 +149,8 @@ func (a *activationActor) Receive(c actor.Context) {
 		a.apply(c, a.core.Release(m.id))
 	case *turnEnded:
 		a.turnEnded(c, m)
+	case *oldTurnDone:
+		a.apply(c, a.core.Unhold())
 	case *beginDispose:
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
 			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
@@ -172,6 +178,21 @@ func (a *activationActor) start(c actor.Context) {
 	snap := a.snap
 	a.snap = session.Snapshot{}
 	if a.c.started {
+		// A restart: the crashed incarnation's turn was cancelled. Until its goroutine
+		// has returned, no turn starts (messages are still accepted), so two turns of
+		// one session never overlap.
+		if q := a.c.quiet; q != nil {
+			select {
+			case <-q:
+			default:
+				a.core.Hold()
+				root, self := c.ActorSystem().Root, c.Self()
+				go func() {
+					<-q
+					root.Send(self, &oldTurnDone{})
+				}()
+			}
+		}
 		var err error
 		if snap, err = a.m.deps.Store.Activate(context.Background(), a.c.id); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
@@ -268,7 +289,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 
 // accept makes a message durable in the inbox journal at this epoch.
 func (a *activationActor) accept(content []session.Block, src session.Source, quiet bool) (session.InboxMessage, error) {
-	msg := session.InboxMessage{ID: "msg-" + strconv.FormatUint(msgIDs.Add(1), 10), Content: content,
+	msg := session.InboxMessage{ID: newMessageID(), Content: content,
 		Source: src, AcceptedAt: a.m.now(), Quiet: quiet}
 	return a.m.deps.Store.Accept(context.Background(), a.c.id, a.epoch, msg)
 }
@@ -402,7 +423,10 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.history = append(a.history, input)
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
+	quiet := make(chan struct{})
+	a.c.quiet = quiet
 	go func() {
+		defer close(quiet)
 		res, produced := subagent.RunOneTurn(ctx, runner, turn)
 		cancel(nil)
 		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced})
@@ -482,4 +506,13 @@ func SummaryLine(id, stop string) string {
 		return "Background subagent " + id + " failed before it finished."
 	}
 	return "Background subagent " + id + " ended abnormally (" + stop + ") before it finished."
+}
+
+// newMessageID mints an inbox message id unique across processes: the restore plan
+// matches turn starts and ends to messages by id, so ids must never repeat within a
+// session, whichever process accepted them.
+func newMessageID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "msg-" + hex.EncodeToString(b[:])
 }

@@ -29,6 +29,7 @@ type Core struct {
 	owned   map[string]bool        // resident children this activation started
 	closing bool                   // disposal has begun: admission is closed
 	done    bool                   // Finish has been returned
+	held    bool                   // a crashed incarnation's turn has not returned yet
 }
 
 // NewCore returns an idle core.
@@ -135,12 +136,23 @@ func (c *Core) Closing() bool { return c.closing }
 // Residency derives the state: running, waiting or settled.
 func (c *Core) Residency() Residency {
 	switch {
-	case c.running != nil || (c.awake && !c.parked && len(c.queue) > 0):
+	case c.running != nil || c.held || (c.awake && !c.parked && len(c.queue) > 0):
 		return Running
 	case len(c.owned) > 0 || (c.parked && len(c.queue) > 0):
 		return Waiting
 	}
 	return Settled
+}
+
+// Hold keeps turns from starting until Unhold: after a restart, until the crashed
+// incarnation's cancelled turn has returned, so two turns of a session never overlap.
+// Messages are still accepted and queued meanwhile.
+func (c *Core) Hold() { c.held = true }
+
+// Unhold lets turns start again.
+func (c *Core) Unhold() Effect {
+	c.held = false
+	return c.next()
 }
 
 // Running returns the message whose turn is in flight, or nil.
@@ -163,6 +175,9 @@ func (c *Core) finishable() bool {
 func (c *Core) next() Effect {
 	if c.closing {
 		return Effect{Finish: c.finishable()}
+	}
+	if c.held {
+		return Effect{}
 	}
 	if c.running == nil && !c.parked && c.awake && len(c.queue) > 0 {
 		m := c.queue[0]

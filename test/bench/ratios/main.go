@@ -100,6 +100,11 @@ var ratios = []ratio{
 	{"kill→settled / floor request-response", "KillToSettled", "FloorRequestResponse", "ns/op", 0},
 	{"lifecycle unowned / floor spawn+stop (B/op)", "LifecycleUnowned", "FloorSpawnStop", "B/op", 0},
 	{"lifecycle unowned / floor spawn+stop (allocs/op)", "LifecycleUnowned", "FloorSpawnStop", "allocs/op", 0},
+	{"continuable followup→turn start (resident) / floor request-response", "ContinuableFollowupToTurnStart", "FloorRequestResponse", "ns/op", 0},
+	{"continuable followup→turn start, 10k-turn history / short history", "ContinuableFollowupToTurnStartHistory10k", "ContinuableFollowupToTurnStart", "ns/op", 0},
+	{"continuable followup throughput, per followup / floor request-response", "ContinuableFollowupThroughput", "FloorRequestResponse", "ns/op", 0},
+	{"continuable cold restore (bbolt), 10 turns / floor request-response", "ContinuableColdRestore10Turns", "FloorRequestResponse", "ns/op", 0},
+	{"continuable cold restore (bbolt), 10k turns / 10 turns", "ContinuableColdRestore10kTurns", "ContinuableColdRestore10Turns", "ns/op", 0},
 }
 
 // absolute is one row compared with a fixed maximum.
@@ -116,6 +121,9 @@ var absolutes = []absolute{
 	{"  (producer's Done channel, subtracted)", "MemoryLiveIdleJob", "B/producer", 0},
 	{"  (of which goroutine stacks: watcher shards)", "MemoryLiveIdleJob", "B/job-stack", 0},
 	{"  (goroutines per live job: watcher shards)", "MemoryLiveIdleJob", "goroutines/job", 0},
+	{"memory per idle resident continuable activation", "MemoryIdleActivation", "B/activation", 0},
+	{"  (goroutines per idle resident activation)", "MemoryIdleActivation", "goroutines/activation", 0},
+	{"followups/s through one resident activation", "ContinuableFollowupThroughput", "followups/s", 0},
 }
 
 func verdict(v, max float64) string {

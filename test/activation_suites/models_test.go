@@ -1,0 +1,240 @@
+package activationsuites
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/troupe-rt/troupe/harness"
+)
+
+// opKind is what an observed operation was.
+type opKind uint8
+
+const (
+	opAcquire opKind = iota // the store's Activate of a session: a new activation, at epoch
+	opRelease               // that activation's child agent disposed: the activation is gone
+	opTurn                  // a RunTurn call, started by the activation at epoch
+	opEnqueue               // a Start or Followup that was accepted (msgID; seq from the store)
+	opSpawn                 // a child agent made for a materialization at epoch
+	opTurnEnd               // a RunTurn call returning (splitTurns)
+)
+
+func (k opKind) String() string {
+	return [...]string{"acquire", "release", "turn", "enqueue", "spawn", "turn end"}[k]
+}
+
+// splitTurns replaces each turn by two instants, its entry and its return, so the
+// directory model checks that the turn's own Activation (at the turn's epoch) was
+// the live one both when the turn began and when it returned.
+func splitTurns(ops []opRec) []opRec {
+	out := make([]opRec, 0, len(ops))
+	for _, o := range ops {
+		if o.kind != opTurn {
+			out = append(out, o)
+			continue
+		}
+		begin, end := o, o
+		begin.ret = o.call
+		end.kind, end.call = opTurnEnd, o.ret
+		out = append(out, begin, end)
+	}
+	return out
+}
+
+// opRec is one observed operation, timed by the world's logical clock.
+type opRec struct {
+	session   string
+	kind      opKind
+	epoch     uint64
+	text      string
+	msgID     string
+	seq       uint64
+	restart   bool // an acquire by a restarted Activation (no agent was spawned for it)
+	call, ret int64
+}
+
+func (o opRec) String() string {
+	switch o.kind {
+	case opEnqueue:
+		return fmt.Sprintf("%s enqueue %q → %s seq %d", o.session, o.text, o.msgID, o.seq)
+	case opTurn, opTurnEnd:
+		return fmt.Sprintf("%s %s %q at epoch %d", o.session, o.kind, o.text, o.epoch)
+	}
+	if o.restart {
+		return fmt.Sprintf("%s %s epoch %d (restart)", o.session, o.kind, o.epoch)
+	}
+	return fmt.Sprintf("%s %s epoch %d", o.session, o.kind, o.epoch)
+}
+
+// classifyAcquires marks the acquires no agent was spawned for: a restarted
+// Activation re-activating its session (it keeps its agent).
+func classifyAcquires(ops []opRec) []opRec {
+	spawned := map[string]bool{}
+	for _, o := range ops {
+		if o.kind == opSpawn {
+			spawned[o.session+"\x00"+fmt.Sprint(o.epoch)] = true
+		}
+	}
+	out := append([]opRec(nil), ops...)
+	for i, o := range out {
+		if o.kind == opAcquire {
+			out[i].restart = !spawned[o.session+"\x00"+fmt.Sprint(o.epoch)]
+		}
+	}
+	return out
+}
+
+func partitionBySession(ops []porcupine.Operation) [][]porcupine.Operation {
+	idx := map[string]int{}
+	var out [][]porcupine.Operation
+	for _, op := range ops {
+		s := op.Input.(opRec).session
+		i, ok := idx[s]
+		if !ok {
+			i = len(out)
+			idx[s] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], op)
+	}
+	return out
+}
+
+// dirState is the directory model's state for one session: the live Activation's
+// nonce (the epoch it was materialized at; 0: none), the epoch it runs at now (a
+// restart takes a new one) and the last epoch ever handed out.
+type dirState struct{ live, cur, last uint64 }
+
+// directoryModel: at most one live Activation per session. A materialization
+// acquires the next epoch (one above the last) only when none is live, and that
+// epoch is its nonce; a restart of the live one acquires the next epoch in place;
+// a release ends the live one (matched by nonce); every turn is run by the live
+// Activation at its current epoch — so epochs only grow and turns of two
+// Activations never interleave.
+func directoryModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: partitionBySession,
+		Init:      func() any { return dirState{} },
+		Step: func(state, input, _ any) (bool, any) {
+			s, op := state.(dirState), input.(opRec)
+			switch op.kind {
+			case opAcquire:
+				if op.epoch != s.last+1 {
+					return false, s
+				}
+				if op.restart {
+					return s.live != 0, dirState{live: s.live, cur: op.epoch, last: op.epoch}
+				}
+				return s.live == 0, dirState{live: op.epoch, cur: op.epoch, last: op.epoch}
+			case opRelease:
+				return s.live != 0 && s.live == op.epoch, dirState{last: s.last}
+			case opTurn, opTurnEnd:
+				return s.live != 0 && s.cur == op.epoch, s
+			}
+			return false, s
+		},
+		DescribeOperation: func(input, _ any) string { return input.(opRec).String() },
+		DescribeState: func(state any) string {
+			s := state.(dirState)
+			return fmt.Sprintf("live activation %d at epoch %d, last epoch %d", s.live, s.cur, s.last)
+		},
+	}
+}
+
+// fifoState is the FIFO model's state for one session: the next inbox Seq to be
+// accepted and the accepted messages not yet taken by a turn, in order.
+type fifoState struct {
+	next  uint64
+	queue string // texts joined by \x00 (comparable, so porcupine can cache states)
+}
+
+// fifoModel: a message is accepted with the next Seq (acceptance is linearizable
+// with the senders' real-time order) and turns take messages strictly in
+// acceptance order. A turn is a dequeue observed at its RunTurn entry.
+func fifoModel() porcupine.Model {
+	return porcupine.Model{
+		Partition: partitionBySession,
+		Init:      func() any { return fifoState{next: 1} },
+		Step: func(state, input, _ any) (bool, any) {
+			s, op := state.(fifoState), input.(opRec)
+			switch op.kind {
+			case opEnqueue:
+				if op.seq != s.next {
+					return false, s
+				}
+				q := op.text
+				if s.queue != "" {
+					q = s.queue + "\x00" + op.text
+				}
+				return true, fifoState{next: s.next + 1, queue: q}
+			case opTurn:
+				head, rest, _ := strings.Cut(s.queue, "\x00")
+				if s.queue == "" || head != op.text {
+					return false, s
+				}
+				return true, fifoState{next: s.next, queue: rest}
+			}
+			return false, s
+		},
+		DescribeOperation: func(input, _ any) string { return input.(opRec).String() },
+		DescribeState: func(state any) string {
+			s := state.(fifoState)
+			return fmt.Sprintf("next seq %d, queue [%s]", s.next, strings.ReplaceAll(s.queue, "\x00", ", "))
+		},
+	}
+}
+
+const checkTimeout = 30 * time.Second
+
+// check runs porcupine on ops (those of the given kinds; a turn is checked as an
+// instant at its entry when instantTurns). On a violation it returns the history
+// and, under $TROUPE_ARTIFACTS, writes porcupine's HTML timeline.
+func check(name string, model porcupine.Model, ops []opRec, instantTurns bool, kinds ...opKind) error {
+	var hist []porcupine.Operation
+	for _, o := range ops {
+		want := false
+		for _, k := range kinds {
+			want = want || o.kind == k
+		}
+		if !want {
+			continue
+		}
+		ret := o.ret
+		if instantTurns && o.kind == opTurn {
+			ret = o.call
+		}
+		hist = append(hist, porcupine.Operation{ClientId: clientOf(o), Input: o, Call: o.call, Output: nil, Return: ret})
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, hist, checkTimeout)
+	if res == porcupine.Ok {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: history is not linearizable (%s):\n", name, res)
+	sorted := append([]porcupine.Operation(nil), hist...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+	for _, op := range sorted {
+		fmt.Fprintf(&b, "  [%4d,%4d] %s\n", op.Call, op.Return, op.Input.(opRec))
+	}
+	if dir := os.Getenv(harness.ArtifactsEnv); dir != "" {
+		base := filepath.Join(dir, unsafeName.ReplaceAllString(name, "_"))
+		if err := errors.Join(os.MkdirAll(dir, 0o755), porcupine.VisualizePath(model, info, base+".html"),
+			os.WriteFile(base+".txt", []byte(b.String()), 0o644)); err == nil {
+			fmt.Fprintf(&b, "porcupine timeline: %s.html\n", base)
+		}
+	}
+	return errors.New(b.String())
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// clientOf gives each kind of operation its own row in porcupine's timeline.
+func clientOf(o opRec) int { return int(o.kind) }

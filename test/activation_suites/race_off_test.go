@@ -1,0 +1,5 @@
+//go:build !race
+
+package activationsuites
+
+const raceEnabled = false

@@ -1,0 +1,397 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// Continuable subagents (actors/activation): followup → turn start on a resident
+// Activation, followups per second through one Activation, cold restore from bbolt
+// of a session of 10 and of 10,000 turns, and the memory of an idle resident
+// Activation. The baseline is FloorRequestResponse, measured in the same run.
+
+// benchRunner is a no-op turn runner: it signals started when RunTurn is called
+// and returns at once — except for "hold …" turns, which signal held and return
+// only when their ctx ends, and "gate …" turns, which wait for gate to close.
+type benchRunner struct {
+	started chan struct{}
+	held    chan struct{}
+	gate    chan struct{}
+}
+
+func newBenchRunner() *benchRunner {
+	return &benchRunner{started: make(chan struct{}, 1<<16), held: make(chan struct{}, 1<<16), gate: make(chan struct{})}
+}
+
+var doneTurn = subagent.TurnResult{Messages: []subagent.Message{{Role: "assistant",
+	Content: []subagent.Block{{Type: "text", Text: "ok"}}}}}
+
+func (r *benchRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.TurnResult, error) {
+	text := turn.Input.Content[0].Text
+	switch {
+	case strings.HasPrefix(text, "hold "):
+		r.held <- struct{}{}
+		<-ctx.Done()
+		return subagent.TurnResult{}, context.Cause(ctx)
+	case strings.HasPrefix(text, "gate "):
+		<-r.gate
+	}
+	r.started <- struct{}{}
+	return doneTurn, nil
+}
+
+// contRig is a served System with a continuation manager and a registered parent P.
+type contRig struct {
+	sys    *troupe.System
+	store  session.Store
+	m      *activation.Manager
+	runner *benchRunner
+	parent *owner.Agent
+}
+
+func newContRig(b *testing.B, store session.Store) *contRig {
+	b.Helper()
+	sys, _ := troupetest.Served(b)
+	r := &contRig{sys: sys, store: store, runner: newBenchRunner()}
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(b, err)
+	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), r.runner))
+	require.NoError(b, err)
+	r.m, err = activation.Start(sys, store, rt, r.runner, nil)
+	require.NoError(b, err)
+	r.parent = troupetest.Agent(b, sys, "P")
+	return r
+}
+
+var coordinatorP = session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"}
+
+// awaitLive waits until n Activations are resident (each poll a directory round trip).
+func (r *contRig) awaitLive(b *testing.B, n int) {
+	b.Helper()
+	deadline := time.Now().Add(settleBudget)
+	for r.m.Live() != n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d Activations live, want %d", r.m.Live(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// residentIdle makes child id resident and idle between turns: begin starts (or
+// cold-resumes) it with a "gate <id>" message; while that turn waits on the
+// runner's gate, the child's own agent starts a grandchild whose turn is held until
+// the System drains. The child then owns a resident child, so it stays (waiting)
+// after every turn of its own.
+func (r *contRig) residentIdle(b *testing.B, id string, begin func()) {
+	b.Helper()
+	r.runner.gate = make(chan struct{})
+	begin()
+	var c *owner.Agent
+	deadline := time.Now().Add(settleBudget)
+	for c = r.m.Agent(id); c == nil; c = r.m.Agent(id) {
+		if time.Now().After(deadline) {
+			b.Fatalf("child %s has no agent", id)
+		}
+		runtime.Gosched()
+	}
+	_, _, err := r.m.Start(context.Background(), c, "spawn", "keeper", id+"-keeper", subagent.Request{Prompt: "hold " + id})
+	require.NoError(b, err)
+	<-r.runner.held
+	close(r.runner.gate)
+	<-r.runner.started // the gated turn ended; the child waits on its keeper
+	deadline = time.Now().Add(settleBudget)
+	for {
+		st, ok := r.m.Status(id)
+		require.True(b, ok, "child %s is not resident", id)
+		if st.Residency == activation.Waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("child %s: %s, want waiting", id, st.Residency)
+		}
+		runtime.Gosched()
+	}
+}
+
+// newResident starts a fresh child and makes it resident and idle.
+func (r *contRig) newResident(b *testing.B, id string) {
+	b.Helper()
+	r.residentIdle(b, id, func() {
+		_, _, err := r.m.Start(context.Background(), r.parent, "spawn", "bench", id, subagent.Request{Prompt: "gate " + id})
+		require.NoError(b, err)
+	})
+}
+
+// rotateEvery bounds a resident child's history in the followup benchmarks: every
+// turn appends to it, and each turn hands the runner a copy of it (Turn.History),
+// so a turn's cost grows with the session. After this many followups the benchmark
+// moves on to a fresh resident child (set up with the timer stopped).
+// BenchmarkContinuableFollowupToTurnStartHistory10k measures a long session.
+const rotateEvery = 64
+
+// BenchmarkContinuableFollowupToTurnStart: one op is a Followup to a resident,
+// idle Activation (kept resident by a child it owns, see residentIdle) and the wait
+// until its turn has started (RunTurn called). Sessions have at most rotateEvery
+// turns. In-memory store: the runtime's own cost.
+func BenchmarkContinuableFollowupToTurnStart(b *testing.B) {
+	r := newContRig(b, session.NewMemory())
+	ctx := context.Background()
+	n, id := 0, ""
+	b.ReportAllocs()
+	for b.Loop() {
+		if n%rotateEvery == 0 {
+			b.StopTimer()
+			id = "c" + strconv.Itoa(n/rotateEvery)
+			r.newResident(b, id)
+			b.StartTimer()
+		}
+		n++
+		if _, err := r.m.Followup(ctx, r.parent, id, "x", coordinatorP); err != nil {
+			b.Fatal(err)
+		}
+		<-r.runner.started
+	}
+}
+
+// BenchmarkContinuableFollowupToTurnStartHistory10k: the same on a resident
+// session of 10,000 completed turns (restored once, untimed; each op adds one).
+func BenchmarkContinuableFollowupToTurnStartHistory10k(b *testing.B) {
+	s := session.NewMemory()
+	r := newContRig(b, s)
+	buildSession(b, s, "big", 10_000)
+	r.residentIdle(b, "big", func() {
+		_, err := r.m.Followup(context.Background(), r.parent, "big", "gate big", coordinatorP)
+		require.NoError(b, err)
+	})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.m.Followup(ctx, r.parent, "big", "x", coordinatorP); err != nil {
+			b.Fatal(err)
+		}
+		<-r.runner.started
+	}
+}
+
+// throughputWindow bounds the followups accepted but not yet started.
+const throughputWindow = 64
+
+// BenchmarkContinuableFollowupThroughput: followups sent back to back to one
+// resident Activation (each waits for its acceptance), with at most
+// throughputWindow of them accepted but not yet started; every turn runs. Reports
+// followups/s; ns/op is the time per followup. Every 8×rotateEvery followups the
+// benchmark drains the window and moves on to a fresh resident child (untimed), to
+// bound the history. In-memory store.
+func BenchmarkContinuableFollowupThroughput(b *testing.B) {
+	r := newContRig(b, session.NewMemory())
+	ctx := context.Background()
+	n, id, outstanding := 0, "", 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if n%(8*rotateEvery) == 0 {
+			b.StopTimer()
+			for ; outstanding > 0; outstanding-- {
+				<-r.runner.started
+			}
+			id = "c" + strconv.Itoa(n)
+			r.newResident(b, id)
+			b.StartTimer()
+		}
+		n++
+		if outstanding == throughputWindow {
+			<-r.runner.started
+			outstanding--
+		}
+		if _, err := r.m.Followup(ctx, r.parent, id, "x", coordinatorP); err != nil {
+			b.Fatal(err)
+		}
+		outstanding++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "followups/s")
+	for ; outstanding > 0; outstanding-- {
+		<-r.runner.started
+	}
+}
+
+// openBolt opens a bbolt store in a temp dir, closed at cleanup (after the System's
+// shutdown, which drains the manager: cleanups run last-in first-out).
+func openBolt(b *testing.B) *session.Bolt {
+	b.Helper()
+	s, err := session.OpenBolt(filepath.Join(b.TempDir(), "sessions.db"))
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, s.Close()) })
+	return s
+}
+
+// buildSession writes child id of P with turns completed turns, straight through
+// the Store API (one Accept per turn, its start, user and assistant messages and
+// end in one Append), as an Activation would have left it: nothing pending.
+func buildSession(b *testing.B, s session.Store, id string, turns int) {
+	b.Helper()
+	ctx := context.Background()
+	desc, err := json.Marshal(activation.Descriptor{Version: activation.DescriptorVersion, Mode: "continuable",
+		Provider: "spawn", Label: "bench"})
+	require.NoError(b, err)
+	require.NoError(b, s.Create(ctx, session.Header{ID: id, ParentSession: "P", Origin: "subagent", DelegationDepth: 1},
+		[]session.Entry{{Kind: session.EntryDescriptor, Descriptor: desc}}))
+	snap, err := s.Activate(ctx, id)
+	require.NoError(b, err)
+	entries := make([]session.Entry, 0, 4*turns)
+	for i := range turns {
+		text := []session.Block{{Type: "text", Text: "turn " + strconv.Itoa(i) + " of the history, a line of a typical length for a prompt"}}
+		m, err := s.Accept(ctx, id, snap.Header.Epoch, session.InboxMessage{ID: "hist-" + strconv.Itoa(i), Content: text,
+			Source: session.Source{Kind: "user"}})
+		require.NoError(b, err)
+		entries = append(entries,
+			session.Entry{Kind: session.EntryTurnStart, InboxID: m.ID},
+			session.Entry{Kind: session.EntryMessage, Role: "user", Content: text},
+			session.Entry{Kind: session.EntryMessage, Role: "assistant", Content: []session.Block{{Type: "text",
+				Text: "the answer to turn " + strconv.Itoa(i) + ", also a line of a typical length for a reply"}}},
+			session.Entry{Kind: session.EntryTurnEnd, InboxID: m.ID, StopReason: subagent.StopCompleted})
+	}
+	require.NoError(b, s.Append(ctx, id, snap.Header.Epoch, entries...))
+}
+
+// coldRestore measures a Followup to a settled child (no Activation) until its turn
+// starts: the directory loads the session, authorizes, activates it (a new epoch),
+// spawns the Activation, which restores its history and accepts and starts the
+// message — every write a synced bbolt commit. next returns the child for the next
+// op; it and the wait for the previous Activation's disposal run with the timer
+// stopped.
+func coldRestore(b *testing.B, r *contRig, next func() string) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		id := next()
+		b.StartTimer()
+		if _, err := r.m.Followup(ctx, r.parent, id, "x", coordinatorP); err != nil {
+			b.Fatal(err)
+		}
+		<-r.runner.started
+		b.StopTimer()
+		r.awaitLive(b, 0)
+		b.StartTimer()
+	}
+}
+
+// BenchmarkContinuableColdRestore10Turns: cold restore of a session of 10 turns
+// from bbolt. Each op restores a fresh session (built with the timer stopped, with
+// bbolt's syncs off while building only), so every restore reads 10 turns.
+func BenchmarkContinuableColdRestore10Turns(b *testing.B) {
+	s := openBolt(b)
+	r := newContRig(b, s)
+	n := 0
+	coldRestore(b, r, func() string {
+		n++
+		id := "cold-" + strconv.Itoa(n)
+		s.DB().NoSync = true
+		buildSession(b, s, id, 10)
+		s.DB().NoSync = false
+		return id
+	})
+}
+
+// BenchmarkContinuableColdRestore10kTurns: cold restore of a session of 10,000
+// turns from bbolt, built once (syncs off while building). Each op adds one turn,
+// so after N ops the session has 10,000+N turns (N is small: a restore takes
+// milliseconds).
+func BenchmarkContinuableColdRestore10kTurns(b *testing.B) {
+	s := openBolt(b)
+	r := newContRig(b, s)
+	s.DB().NoSync = true
+	buildSession(b, s, "big", 10_000)
+	s.DB().NoSync = false
+	coldRestore(b, r, func() string { return "big" })
+}
+
+// memActivations is how many idle resident Activations BenchmarkMemoryIdleActivation holds.
+const memActivations = 1_000
+
+// BenchmarkMemoryIdleActivation reports the heap plus stacks per idle resident
+// Activation. Each of 1,000 children is held resident by a parked queue, the state
+// SPEC §6.4 leaves after an interrupt: its first turn (held by the runner) is
+// interrupted while a followup waits behind it, so the Activation stays resident
+// (waiting, parked) with no turn running and no goroutine of its own. What is
+// counted: the Activation actor and its core (the restored history: the first
+// prompt; one parked message), the child's own agent (owner actor, scope,
+// registration) and the directory's entry. The store is bbolt (its pages are
+// mmapped, not heap) with syncs off, for speed only. Before the baseline:
+// protoactor's process registry is warmed up (warmProcessRegistry, as for the job
+// figures) and one child is started and settled. The "after" reading is taken once
+// every child's Status shows it parked and waiting. Reports B/activation and
+// goroutines/activation. One op is one whole measurement on a fresh System.
+func BenchmarkMemoryIdleActivation(b *testing.B) {
+	b.ReportAllocs()
+	var per, gor float64
+	for i := 0; i < b.N; i++ {
+		s, err := session.OpenBolt(filepath.Join(b.TempDir(), fmt.Sprintf("mem-%d.db", i)))
+		require.NoError(b, err)
+		s.DB().NoSync = true
+		r := newContRig(b, s)
+		ctx := context.Background()
+		warmProcessRegistry(b, r.sys)
+		_, _, err = r.m.Start(ctx, r.parent, "spawn", "warm", "warm", subagent.Request{Prompt: "warm"})
+		require.NoError(b, err)
+		<-r.runner.started
+		r.awaitLive(b, 0)
+		ids := make([]string, memActivations)
+		for k := range ids {
+			ids[k] = "idle-" + strconv.Itoa(k)
+		}
+		g0 := runtime.NumGoroutine()
+		before := heapInUse()
+		for _, id := range ids {
+			if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
+				b.Fatal(err)
+			}
+			<-r.runner.held
+			if _, err := r.m.Followup(ctx, r.parent, id, "parked", coordinatorP); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.m.Interrupt(id, activation.Authority{ParentSession: "P"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, id := range ids {
+			deadline := time.Now().Add(settleBudget)
+			for {
+				st, ok := r.m.Status(id)
+				if !ok {
+					b.Fatalf("%s is not resident", id)
+				}
+				if st.Parked && st.Residency == activation.Waiting {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("%s: %+v, want parked and waiting", id, st)
+				}
+				runtime.Gosched()
+			}
+		}
+		after := heapInUse()
+		per += float64(after-before) / memActivations
+		gor += float64(runtime.NumGoroutine()-g0) / memActivations
+		runtime.KeepAlive(ids)
+		shutdown(b, r.sys)
+		require.NoError(b, s.Close())
+	}
+	b.ReportMetric(per/float64(b.N), "B/activation")
+	b.ReportMetric(gor/float64(b.N), "goroutines/activation")
+}

@@ -1,0 +1,314 @@
+// Package durability is TESTING.md's durability suite for continuable sessions:
+// kill -9 rounds of a child process writing sessions to a bbolt store.
+//
+// TestDurabilityKill9 re-executes its own test binary as a child process
+// (TestDurabilityChild, selected by -test.run and the $TROUPE_DURABILITY_CHILD
+// environment variable). The child opens the store with session.OpenBolt, starts a
+// continuation manager on it, starts one new session per round and has a few
+// goroutines send followups to the sessions of every round so far; it prints
+// "ACK <session> <message id>" on stdout the moment Start or Followup returns —
+// that is, the moment the message is acknowledged as accepted (SPEC §1.3 rule 35).
+// The parent kills the child with SIGKILL at a seeded moment (while it opens the
+// store, right after it is ready, or after a seeded number of acknowledgements),
+// reads stdout to its end, and then checks:
+//   - acked ⊆ recovered: every acknowledged message (its id and its text) is in its
+//     session's inbox journal;
+//   - bbolt's tx.Check() is clean;
+//   - the next followup activates exactly once: the session's epoch advances by one
+//     and the manager has exactly one live Activation after it (its turn is held).
+//
+// TestBugMessageIDsRepeatAcrossProcesses shows why messages are matched by id and
+// text here, and why "no turn started twice" is not checked by id: message ids
+// restart at msg-1 in every process.
+//
+// Knobs: -seed / TROUPE_SEED (the run's seed: kill moments and the child's choices),
+// TROUPE_DURABILITY_ROUNDS (default 20).
+package durability
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/harness"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	childEnv    = "TROUPE_DURABILITY_CHILD" // the store's path: run as the child
+	roundEnv    = "TROUPE_DURABILITY_ROUND"
+	childSeed   = "TROUPE_DURABILITY_SEED"
+	roundsEnv   = "TROUPE_DURABILITY_ROUNDS"
+	rounds      = 40
+	workers     = 4
+	maxKillAcks = 40
+	budget      = 30 * time.Second
+	// childLifetime ends a child the parent forgot to kill (it never should).
+	childLifetime = time.Minute
+)
+
+func sessionOf(round int) string { return fmt.Sprintf("s%02d", round) }
+
+// TestDurabilityChild is the child process's role; without $TROUPE_DURABILITY_CHILD
+// it is skipped.
+func TestDurabilityChild(t *testing.T) {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		t.Skip("the child role of TestDurabilityKill9")
+	}
+	round, err := strconv.Atoi(os.Getenv(roundEnv))
+	require.NoError(t, err)
+	seed, err := strconv.ParseUint(os.Getenv(childSeed), 10, 64)
+	require.NoError(t, err)
+	var out sync.Mutex
+	say := func(format string, args ...any) {
+		out.Lock()
+		defer out.Unlock()
+		fmt.Fprintf(os.Stdout, format+"\n", args...) // one write per line, unbuffered
+	}
+
+	store, err := session.OpenBolt(path)
+	require.NoError(t, err)
+	sys, _ := troupetest.Served(t)
+	runner := subagent.NewScripted(subagent.Reply{Text: "ok"})
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	m, err := activation.Start(sys, store, rt, runner, nil)
+	require.NoError(t, err)
+	p := troupetest.Agent(t, sys, "P")
+	say("READY")
+
+	ctx := context.Background()
+	prompt := fmt.Sprintf("start %d", round)
+	id, msgID, err := m.Start(ctx, p, "spawn", "durable", sessionOf(round), subagent.Request{Prompt: prompt})
+	require.NoError(t, err)
+	say("ACK %s %s %s", id, msgID, prompt)
+	ids, err := store.IDs(ctx) // the sessions of every round whose start got through
+	require.NoError(t, err)
+	stop := time.After(childLifetime)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := ids[rng.IntN(len(ids))]
+				text := fmt.Sprintf("round-%d-worker-%d-#%d", round, w, n)
+				msgID, err := m.Followup(ctx, p, id, text,
+					session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
+				if err != nil {
+					say("ERR %s %v", id, err)
+					continue
+				}
+				say("ACK %s %s %s", id, msgID, text)
+			}
+		})
+	}
+	wg.Wait()
+	t.Error("the child was not killed")
+}
+
+// ack is an acknowledged message.
+type ack struct{ session, msgID, text string }
+
+func TestDurabilityKill9(t *testing.T) {
+	seed := harness.Seed(t)
+	n := rounds
+	if s := os.Getenv(roundsEnv); s != "" {
+		var err error
+		n, err = strconv.Atoi(s)
+		require.NoError(t, err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xd0ab1e))
+	path := filepath.Join(t.TempDir(), "sessions.db")
+	var acked []ack
+	probes, killedBeforeReady := 0, 0
+	start := time.Now()
+	for round := range n {
+		// When to kill: 0 while it opens the store (as soon as it runs), 1 right after
+		// it is ready, else after k acknowledgements.
+		k := rng.IntN(maxKillAcks + 2)
+		got, ready := runChild(t, path, round, seed+uint64(round), k)
+		if !ready {
+			killedBeforeReady++
+		}
+		acked = append(acked, got...)
+		if probe(t, path, round, acked) {
+			probes++
+		}
+	}
+	t.Logf("%d rounds, %d acknowledged messages recovered, %d probes activated exactly once, %d kills before the child was ready, in %v",
+		n, len(acked), probes, killedBeforeReady, time.Since(start).Round(time.Millisecond))
+	require.GreaterOrEqual(t, probes, n/2, "too few rounds reached a session to probe")
+}
+
+// runChild runs one child round and kills it at the kill point k (see the caller);
+// it returns every acknowledgement the child printed before it died.
+func runChild(t *testing.T, path string, round int, seed uint64, k int) (acks []ack, ready bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDurabilityChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+path, roundEnv+"="+strconv.Itoa(round),
+		childSeed+"="+strconv.FormatUint(seed, 10))
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	killed := false
+	kill := func() {
+		if !killed {
+			killed = true
+			require.NoError(t, cmd.Process.Kill()) // SIGKILL
+		}
+	}
+	if k == 0 {
+		kill()
+	}
+	var errs []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 1 && f[0] == "READY":
+			ready = true
+			if k == 1 {
+				kill()
+			}
+		case len(f) >= 4 && f[0] == "ACK":
+			acks = append(acks, ack{f[1], f[2], strings.Join(f[3:], " ")})
+			if len(acks) >= k-1 {
+				kill()
+			}
+		case len(f) > 0 && f[0] == "ERR":
+			errs = append(errs, sc.Text())
+		}
+	}
+	kill()
+	err = cmd.Wait()
+	require.Error(t, err, "round %d: the child exited on its own:\n%s", round, stderr.String())
+	require.Empty(t, errs, "round %d: followups failed in the child", round)
+	return acks, ready
+}
+
+// probe checks the store after a kill (see the package doc) and reports whether a
+// session existed to probe.
+func probe(t *testing.T, path string, round int, acked []ack) bool {
+	t.Helper()
+	store, err := session.OpenBolt(path)
+	require.NoError(t, err, "round %d: reopening the store", round)
+	defer func() { require.NoError(t, store.Close()) }()
+	require.NoError(t, store.DB().View(func(tx *bolt.Tx) error {
+		var errs []string
+		for err := range tx.Check() {
+			errs = append(errs, err.Error())
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("round %d: tx.Check: %s", round, strings.Join(errs, "; "))
+		}
+		return nil
+	}))
+
+	ctx := context.Background()
+	inboxes := map[string]map[ack]bool{}
+	for _, a := range acked {
+		if inboxes[a.session] == nil {
+			snap, err := store.Load(ctx, a.session)
+			require.NoError(t, err, "round %d: an acknowledged session is missing: %s", round, a.session)
+			inboxes[a.session] = map[ack]bool{}
+			for _, m := range snap.Inbox {
+				inboxes[a.session][ack{a.session, m.ID, m.Content[0].Text}] = true
+			}
+		}
+		require.True(t, inboxes[a.session][a], "round %d: acknowledged %s %s %q is not in the inbox journal",
+			round, a.session, a.msgID, a.text)
+	}
+
+	ids, err := store.IDs(ctx)
+	require.NoError(t, err)
+	if len(ids) == 0 {
+		return false
+	}
+	id := ids[len(ids)-1]
+	before, err := store.Load(ctx, id)
+	require.NoError(t, err)
+
+	// The next followup: exactly one activation.
+	sys, _ := troupetest.Served(t)
+	runner := &heldRunner{started: make(chan string, 1024), release: make(chan struct{})}
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	m, err := activation.Start(sys, store, rt, runner, nil)
+	require.NoError(t, err)
+	p := troupetest.Agent(t, sys, "P")
+	text := fmt.Sprintf("probe %d", round)
+	_, err = m.Followup(ctx, p, id, text, session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
+	require.NoError(t, err, "round %d: the followup after the kill", round)
+	deadline := time.After(budget)
+	for held := false; !held; {
+		select {
+		case s := <-runner.started:
+			held = s == text // restored messages run first, in order
+		case <-deadline:
+			t.Fatalf("round %d: the probe's turn never started", round)
+		}
+	}
+	require.Equal(t, 1, m.Live(), "round %d: live Activations after the followup", round)
+	after, err := store.Load(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, before.Header.Epoch+1, after.Header.Epoch, "round %d: %s activated more than once", round, id)
+	close(runner.release)
+	sctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	require.NoError(t, sys.Shutdown(sctx)) // drains the manager before the store closes
+	final, err := store.Load(ctx, id)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(final.Inbox, func(m session.InboxMessage) bool { return m.Content[0].Text == text }))
+	return true
+}
+
+// heldRunner signals each turn's text and holds the probe's turn until release.
+type heldRunner struct {
+	started chan string
+	release chan struct{}
+}
+
+func (r *heldRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.TurnResult, error) {
+	text := turn.Input.Content[0].Text
+	r.started <- text
+	if strings.HasPrefix(text, "probe ") {
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+			return subagent.TurnResult{}, context.Cause(ctx)
+		}
+	}
+	return subagent.TurnResult{Messages: []subagent.Message{{Role: "assistant",
+		Content: []subagent.Block{{Type: "text", Text: "ok"}}}}}, nil
+}

@@ -53,7 +53,9 @@ func New(m *activation.Manager, delivery ReportDelivery) (*Tools, error) {
 }
 
 // All returns the four tools.
-func (t *Tools) All() []tools.Tool { return []tools.Tool{t.Send(), t.Interrupt(), t.List(), t.Report()} }
+func (t *Tools) All() []tools.Tool {
+	return []tools.Tool{t.Send(), t.Interrupt(), t.List(), t.Report()}
+}
 
 // SendValue is send_message's value.
 type SendValue struct {

@@ -18,7 +18,7 @@ type TurnRunner interface {
 type Turn struct {
 	Session      string
 	Depth        int
-	History      []Message // completed turns, oldest first
+	History      []Message // completed turns, oldest first; shared with troupe: read it, never modify it
 	Input        Message   // the inbox message (role "user")
 	Persona      string
 	ToolFilter   *ToolFilter

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -415,7 +416,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a.cancel, a.token = cancel, turnTokens.Add(1)
 	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
-		History: append([]subagent.Message(nil), a.history...), Input: input,
+		History: slices.Clip(a.history), Input: input,
 		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter}
 	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
 		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}

@@ -40,6 +40,8 @@ func TestDeciders(t *testing.T) {
 	}{
 		{"job", supervision.JobDecider, actor.StopDirective},
 		{"registry", supervision.RegistryDecider, actor.ResumeDirective},
+		{"owner", supervision.OwnerDecider, actor.StopDirective},
+		{"directory", supervision.DirectoryDecider, actor.ResumeDirective},
 	}
 	for _, d := range deciders {
 		for _, r := range reasons {

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // DescriptorVersion is the descriptor format this package reads and writes.
@@ -106,7 +107,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 		m.logger = slog.Default()
 	}
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, below: map[string]string{}}
-	props := actor.PropsFromProducer(func() actor.Actor { return d })
+	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
 	pid, err := system.Root.SpawnNamed(props, "directory")
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // Stopped is sent to the owner's watcher (the job registry) when the owner actor
@@ -91,7 +92,7 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, noticed: map[string]bool{}}
-	})
+	}, actor.WithGuardian(supervision.OwnerStrategy()))
 	if opts.Props != nil {
 		props = opts.Props(props)
 	}

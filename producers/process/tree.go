@@ -107,6 +107,10 @@ func (t *tree) scan() []procInfo {
 		}
 		queue = append(queue, children(self)...)
 	}
+	// A child of one of the job's processes is the job's, whatever its environment
+	// shows at this instant (it may be mid-exec, when environ reads empty): only this
+	// process's own children (adopted orphans) need the marker to be claimed.
+	descendant := map[int]bool{}
 	visited := map[int]bool{self: true}
 	var live []procInfo
 	for len(queue) > 0 {
@@ -121,7 +125,10 @@ func (t *tree) scan() []procInfo {
 			continue
 		}
 		known, wasSeen := t.seen[pid]
-		if !(wasSeen && known == info.start) && !(t.pgid > 0 && info.pgrp == t.pgid) && !hasMarker(pid, t.marker) {
+		_, parentSeen := t.seen[info.ppid]
+		mine := (wasSeen && known == info.start) || descendant[pid] || (t.full && parentSeen && info.ppid != self) ||
+			(t.pgid > 0 && info.pgrp == t.pgid) || hasMarker(pid, t.marker)
+		if !mine {
 			continue
 		}
 		t.seen[pid] = info.start
@@ -130,7 +137,10 @@ func (t *tree) scan() []procInfo {
 		}
 		live = append(live, info)
 		if !t.full {
-			queue = append(queue, children(pid)...)
+			for _, c := range children(pid) {
+				descendant[c] = true
+				queue = append(queue, c)
+			}
 		}
 	}
 	return live

@@ -136,7 +136,7 @@ func (m *Manager) live(a *owner.Agent) bool {
 }
 
 // available is SPEC §6.1's availability: the manager needs the agent service.
-func (m *Manager) available() bool { return m.deps.Jobs != nil }
+func (m *Manager) available() bool { return m.deps.Jobs != nil && m.deps.Jobs.AgentsMounted() }
 
 func unavailable() error {
 	return messages.Errorf(subagent.CodeContinuationUnavailable, "continuable subagents require the agents service")

@@ -72,7 +72,8 @@ type (
 		unregister bool
 		reply      chan<- error
 	}
-	lookupAgentReq struct {
+	agentsMountedReq struct{ reply chan<- bool }
+	lookupAgentReq   struct {
 		session string
 		reply   chan<- *actor.PID
 	}
@@ -248,6 +249,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		m.reply <- r.agent(m)
 	case *lookupAgentReq:
 		m.reply <- r.agents[m.session]
+	case *agentsMountedReq:
+		m.reply <- r.agentMounts > 0
 	case *teardownReq:
 		r.teardownOwner(c, m.key, m.reply)
 	case *owner.Stopped:

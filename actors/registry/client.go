@@ -303,6 +303,14 @@ func (c *Client) RegisteredAgent(session string) *actor.PID {
 	return pid
 }
 
+// AgentsMounted reports whether an agent registry is mounted.
+func (c *Client) AgentsMounted() bool {
+	reply := make(chan bool, 1)
+	c.root.Send(c.pid, &agentsMountedReq{reply: reply})
+	ok, _ := await(c, reply)
+	return ok
+}
+
 // UnregisterAgent removes a from the agent registry if it is the registered instance.
 func (c *Client) UnregisterAgent(a *owner.Agent) error {
 	reply := make(chan error, 1)

@@ -632,3 +632,32 @@ func userContent(t *testing.T, s session.Store, id string) []string {
 	}
 	return out
 }
+
+// TestSpec148_NoMountedAgentRegistryIsUnavailable is case 148 with a job registry
+// whose agent registry is not mounted: the agents service is just as absent.
+func TestSpec148_NoMountedAgentRegistryIsUnavailable(t *testing.T) {
+	sys, _ := troupetest.NewSystem(t)
+	_, err := sys.Jobs().AttachController(sys.Scope(), "t")
+	require.NoError(t, err)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := newGateRunner()
+	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := session.NewMemory()
+	m, err := activation.Start(sys, store, rt, runner, nil)
+	require.NoError(t, err)
+	p, err := sys.NewAgent(nil, "P")
+	require.NoError(t, err)
+
+	const want = "continuable subagents require the agents service"
+	_, _, err = m.Start(ctx(t), p, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
+	_, err = m.Followup(ctx(t), p, "c", "more", session.Source{Kind: "coordinator"})
+	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
+	require.NoError(t, m.Interrupt("c", activation.Authority{ParentSession: "P"}))
+	ids, err := store.IDs(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	require.Empty(t, runner.inputs())
+}

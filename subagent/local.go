@@ -2,14 +2,11 @@ package subagent
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
-
-func fmtAny(v any) string { return fmt.Sprint(v) }
 
 // Local is an in-process provider: each run is a child agent actor that runs its
 // turns through a TurnRunner. "spawn" starts the child with an empty history;

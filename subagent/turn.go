@@ -3,7 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 )
 
 // TurnRunner is the embedder's seam for running an agent: given a session's history
@@ -40,7 +40,7 @@ type TurnResult struct {
 func RunOneTurn(ctx context.Context, runner TurnRunner, turn Turn) (res Result, produced []Message) {
 	defer func() {
 		if v := recover(); v != nil {
-			res = Result{StopReason: StopError, Diagnostic: BoundDiagnostic("turn runner panicked: " + errorText(v))}
+			res = Result{StopReason: StopError, Diagnostic: BoundDiagnostic("turn runner panicked: " + fmt.Sprint(v))}
 		}
 	}()
 	tr, err := runner.RunTurn(ctx, turn)
@@ -55,13 +55,6 @@ func RunOneTurn(ctx context.Context, runner TurnRunner, turn Turn) (res Result, 
 		stop = StopCompleted
 	}
 	return Result{Output: LastAssistant(tr.Messages), Structured: tr.Structured, Diagnostic: tr.Diagnostic, StopReason: stop}, tr.Messages
-}
-
-func errorText(v any) string {
-	if e, ok := v.(error); ok {
-		return e.Error()
-	}
-	return errors.New(fmtAny(v)).Error()
 }
 
 // LastAssistant returns the content of the last non-empty assistant message.

@@ -123,7 +123,7 @@ func (m *Manager) now() int64 {
 	if m.deps.Now != nil {
 		return m.deps.Now()
 	}
-	return 0
+	return time.Now().UnixMilli()
 }
 
 // live reports whether a is the exact live instance registered for its session.

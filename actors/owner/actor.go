@@ -177,17 +177,16 @@ func (o *ownerActor) deliver(n *Notice) {
 		return
 	}
 	o.noticed[n.JobID] = true
-	verb, lane := o.inject, LaneInject
+	verb := o.inject
 	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
 		o.spent++
-		verb, lane = o.followup, LaneFollowup
+		verb = o.followup
 	}
 	if err := o.call(verb, n.Message); err != nil {
 		o.stats.Failed++
 		o.logger.Warn(fmt.Sprintf("jobs: onJobDone listener threw for %s: %s", n.JobID, err.Error()))
 		return
 	}
-	_ = lane
 	o.stats.Delivered++
 }
 

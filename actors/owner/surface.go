@@ -90,15 +90,6 @@ type SetBusy struct{ Busy bool }
 // source kind; a "user" message resets the wake budget.
 type InboxClaimed struct{ SourceKind string }
 
-// Lane is the verb a notice was delivered through.
-type Lane string
-
-const (
-	LaneInject   Lane = "inject"
-	LaneFollowup Lane = "followup"
-	LaneDropped  Lane = "dropped" // a duplicate for a job already noticed
-)
-
 // Stats is the owner's delivery state, for inspection and tests.
 type Stats struct {
 	Busy       bool

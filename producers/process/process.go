@@ -118,7 +118,6 @@ type proc struct {
 	cancel  chan string
 	panics  chan any
 	done    chan job.Outcome
-	started chan struct{} // closed once the process is running (PTY input waits on it)
 }
 
 func newToken() string {
@@ -132,15 +131,14 @@ func newToken() string {
 // start settles failed at once.
 func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hooks, error) {
 	p := &proc{
-		rec:     rec,
-		cfg:     cfg,
-		cmd:     cmd,
-		tree:    newTree(newToken()),
-		buf:     output.New(cfg.RetainBytes),
-		cancel:  make(chan string, 1),
-		panics:  make(chan any, 2),
-		done:    make(chan job.Outcome, 1),
-		started: make(chan struct{}),
+		rec:    rec,
+		cfg:    cfg,
+		cmd:    cmd,
+		tree:   newTree(newToken()),
+		buf:    output.New(cfg.RetainBytes),
+		cancel: make(chan string, 1),
+		panics: make(chan any, 2),
+		done:   make(chan job.Outcome, 1),
 	}
 	hooks, err := p.start(pty)
 	return p, hooks, err
@@ -187,7 +185,6 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 func (p *proc) run() {
 	p.tree.full = p.cfg.NoSubreaper
 	p.tree.track(p.cmd.Process.Pid)
-	close(p.started)
 	go p.supervise()
 }
 

@@ -88,7 +88,7 @@ func (t *Tools) notifier(root *actor.RootContext) registry.JobDoneFunc {
 		root.Send(who.PID, &owner.Notice{
 			JobID: snap.Id,
 			Message: owner.Message{
-				ID:   "notice-" + snap.Id + "-" + itoa(noticeSeq.Add(1)),
+				ID:   "notice-" + snap.Id + "-" + strconv.FormatUint(noticeSeq.Add(1), 10),
 				Role: "user",
 				Text: BoundNotice(snap, limit),
 				Source: owner.Source{Kind: "plugin", Plugin: ControllerName, Form: "notice",
@@ -99,5 +99,3 @@ func (t *Tools) notifier(root *actor.RootContext) registry.JobDoneFunc {
 		})
 	}
 }
-
-func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -79,24 +79,20 @@ func settle(t *testing.T, sys *troupe.System, id string) *messages.JobSnapshot {
 // readUntil reads the job's output until it contains want, pacing with short waits.
 func readUntil(t *testing.T, sys *troupe.System, id, want string) string {
 	t.Helper()
-	var all strings.Builder
-	deadline := time.Now().Add(settleBudget)
-	for time.Now().Before(deadline) {
-		text, _, err := sys.Jobs().Read(id, "")
-		require.NoError(t, err)
-		all.WriteString(text)
-		if strings.Contains(all.String(), want) {
-			return all.String()
-		}
-		_, err = sys.Jobs().Wait(context.Background(), id, readPace, "")
-		require.NoError(t, err)
-	}
-	t.Fatalf("output never contained %q; got %q", want, all.String())
-	return ""
+	return readWhile(t, sys, id, "output never contained "+strconv.Quote(want),
+		func(all string) bool { return strings.Contains(all, want) })
 }
 
 // readLines reads the job's output until it holds n complete lines.
 func readLines(t *testing.T, sys *troupe.System, id string, n int) string {
+	t.Helper()
+	return readWhile(t, sys, id, "output never held "+strconv.Itoa(n)+" lines",
+		func(all string) bool { return strings.Count(all, "\n") >= n })
+}
+
+// readWhile reads the job's output, pacing with short waits on the job, until done
+// holds for everything read so far.
+func readWhile(t *testing.T, sys *troupe.System, id, failure string, done func(string) bool) string {
 	t.Helper()
 	var all strings.Builder
 	deadline := time.Now().Add(settleBudget)
@@ -104,13 +100,13 @@ func readLines(t *testing.T, sys *troupe.System, id string, n int) string {
 		text, _, err := sys.Jobs().Read(id, "")
 		require.NoError(t, err)
 		all.WriteString(text)
-		if strings.Count(all.String(), "\n") >= n {
+		if done(all.String()) {
 			return all.String()
 		}
 		_, err = sys.Jobs().Wait(context.Background(), id, readPace, "")
 		require.NoError(t, err)
 	}
-	t.Fatalf("output never held %d lines; got %q", n, all.String())
+	t.Fatalf("%s; got %q", failure, all.String())
 	return ""
 }
 

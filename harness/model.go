@@ -1,12 +1,8 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,48 +448,20 @@ type LinearizabilityError struct {
 }
 
 func (e *LinearizabilityError) Error() string {
-	msg := fmt.Sprintf("settlement history is not linearizable (%s):\n%s", e.Result, e.History)
+	msg := fmt.Sprintf("history is not linearizable (%s):\n%s", e.Result, e.History)
 	if e.Artifact != "" {
 		msg += "porcupine timeline: " + e.Artifact
 	}
 	return msg
 }
 
-// CheckSettlement checks ops against SettlementModel. On a violation (or an
-// inconclusive check) it returns a *LinearizabilityError and, if $TROUPE_ARTIFACTS
-// is set, writes porcupine's HTML timeline and the history as text there, named
-// after name.
+// CheckSettlement checks ops against SettlementModel (see Check).
 func CheckSettlement(name string, ops []porcupine.Operation) error {
-	model := SettlementModel()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, checkTimeout)
-	if res == porcupine.Ok {
-		return nil
-	}
-	e := &LinearizabilityError{Result: res, History: DescribeHistory(ops)}
-	if dir := os.Getenv(ArtifactsEnv); dir != "" {
-		base := filepath.Join(dir, artifactName(name))
-		err := errors.Join(os.MkdirAll(dir, 0o755),
-			porcupine.VisualizePath(model, info, base+".html"),
-			os.WriteFile(base+".txt", []byte(e.History), 0o644))
-		if err != nil {
-			e.History += fmt.Sprintf("(writing artifacts: %v)\n", err)
-		} else {
-			e.Artifact = base + ".html"
-		}
-	}
-	return e
+	return Check(name, SettlementModel(), ops)
 }
 
-// DescribeHistory renders ops in call order, one per line.
-func DescribeHistory(ops []porcupine.Operation) string {
-	sorted := append([]porcupine.Operation(nil), ops...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
-	var b strings.Builder
-	for _, op := range sorted {
-		fmt.Fprintf(&b, "  [%3d,%3d] c%d %s\n", op.Call, op.Return, op.ClientId, describeOp(op.Input.(Input), asOutput(op.Output)))
-	}
-	return b.String()
-}
+// DescribeHistory renders a settlement history in call order, one per line.
+func DescribeHistory(ops []porcupine.Operation) string { return describeOps(SettlementModel(), ops) }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 

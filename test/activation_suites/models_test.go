@@ -108,87 +108,42 @@ func partitionBySession(ops []porcupine.Operation) [][]porcupine.Operation {
 	return out
 }
 
-// dirState is the directory model's state for one session: the live Activation's
-// nonce (the epoch it was materialized at; 0: none), the epoch it runs at now (a
-// restart takes a new one) and the last epoch ever handed out.
-type dirState struct{ live, cur, last uint64 }
-
-// directoryModel: at most one live Activation per session. A materialization
-// acquires the next epoch (one above the last) only when none is live, and that
-// epoch is its nonce; a restart of the live one acquires the next epoch in place;
-// a release ends the live one (matched by nonce); every turn is run by the live
-// Activation at its current epoch — so epochs only grow and turns of two
-// Activations never interleave.
+// directoryModel is harness.DirectoryModel over the suite's records: at most one
+// live Activation per session, epochs only grow, turns run under the live one.
 func directoryModel() porcupine.Model {
-	return porcupine.Model{
-		Partition: partitionBySession,
-		Init:      func() any { return dirState{} },
-		Step: func(state, input, _ any) (bool, any) {
-			s, op := state.(dirState), input.(opRec)
-			switch op.kind {
-			case opAcquire:
-				if op.epoch != s.last+1 {
-					return false, s
-				}
-				if op.restart {
-					return s.live != 0, dirState{live: s.live, cur: op.epoch, last: op.epoch}
-				}
-				return s.live == 0, dirState{live: op.epoch, cur: op.epoch, last: op.epoch}
-			case opRelease:
-				return s.live != 0 && s.live == op.epoch, dirState{last: s.last}
-			case opTurn, opTurnEnd:
-				return s.live != 0 && s.cur == op.epoch, s
-			}
-			return false, s
-		},
-		DescribeOperation: func(input, _ any) string { return input.(opRec).String() },
-		DescribeState: func(state any) string {
-			s := state.(dirState)
-			return fmt.Sprintf("live activation %d at epoch %d, last epoch %d", s.live, s.cur, s.last)
-		},
-	}
+	return adapt(harness.DirectoryModel(), func(o opRec) any {
+		kind := map[opKind]harness.DirectoryOpKind{
+			opAcquire: harness.Acquire, opRelease: harness.Release, opTurn: harness.TurnBegin, opTurnEnd: harness.TurnEnd,
+		}[o.kind]
+		if o.kind == opAcquire && o.restart {
+			kind = harness.Restart
+		}
+		return harness.DirectoryOp{Session: o.session, Kind: kind, Epoch: o.epoch, Note: o.text}
+	})
 }
 
-// fifoState is the FIFO model's state for one session: the next inbox Seq to be
-// accepted and the accepted messages not yet taken by a turn, in order.
-type fifoState struct {
-	next  uint64
-	queue string // texts joined by \x00 (comparable, so porcupine can cache states)
-}
-
-// fifoModel: a message is accepted with the next Seq (acceptance is linearizable
-// with the senders' real-time order) and turns take messages strictly in
-// acceptance order. A turn is a dequeue observed at its RunTurn entry.
+// fifoModel is harness.FIFOModel over the suite's records: a turn is a dequeue
+// observed at its RunTurn entry.
 func fifoModel() porcupine.Model {
+	return adapt(harness.FIFOModel(), func(o opRec) any {
+		if o.kind == opEnqueue {
+			return harness.FIFOOp{Session: o.session, Kind: harness.Enqueue, Text: o.text, Seq: o.seq}
+		}
+		return harness.FIFOOp{Session: o.session, Kind: harness.Dequeue, Text: o.text}
+	})
+}
+
+// adapt runs model on the suite's opRec inputs, converted by conv; an operation of
+// a kind the model does not know is filtered out by check before it gets here.
+func adapt(model porcupine.Model, conv func(opRec) any) porcupine.Model {
 	return porcupine.Model{
 		Partition: partitionBySession,
-		Init:      func() any { return fifoState{next: 1} },
-		Step: func(state, input, _ any) (bool, any) {
-			s, op := state.(fifoState), input.(opRec)
-			switch op.kind {
-			case opEnqueue:
-				if op.seq != s.next {
-					return false, s
-				}
-				q := op.text
-				if s.queue != "" {
-					q = s.queue + "\x00" + op.text
-				}
-				return true, fifoState{next: s.next + 1, queue: q}
-			case opTurn:
-				head, rest, _ := strings.Cut(s.queue, "\x00")
-				if s.queue == "" || head != op.text {
-					return false, s
-				}
-				return true, fifoState{next: s.next, queue: rest}
-			}
-			return false, s
+		Init:      model.Init,
+		Step: func(state, input, output any) (bool, any) {
+			return model.Step(state, conv(input.(opRec)), output)
 		},
 		DescribeOperation: func(input, _ any) string { return input.(opRec).String() },
-		DescribeState: func(state any) string {
-			s := state.(fifoState)
-			return fmt.Sprintf("next seq %d, queue [%s]", s.next, strings.ReplaceAll(s.queue, "\x00", ", "))
-		},
+		DescribeState:     model.DescribeState,
 	}
 }
 

@@ -1,250 +1,215 @@
-// Command demo runs a short scripted agent system on troupe and prints its timeline:
-// two agents start real shell jobs, read streaming output, kill one with a
-// reason, answer a PTY prompt, and one agent is torn down with its work.
+// Command demo runs a scripted agent system on troupe — no network and no model: a
+// scripted turn runner plays the agents' models — and shows what the runtime does
+// as a timeline, checking each promise it shows.
 //
-//	go run ./cmd/demo
+//	go run ./cmd/demo                   # every scenario, as a timeline
+//	go run ./cmd/demo --scenario crash  # one scenario
+//	go run ./cmd/demo --json            # the event stream: one JSON object per line
+//	go run ./cmd/demo --data DIR        # where the sessions file (bbolt) goes
+//
+// Exit status: 0 when every promise held, 1 when one broke or a scenario could not
+// finish, 2 on bad usage (an unknown scenario, a --data that is not a directory).
 package main
 
 import (
-	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/troupe-rt/troupe"
-	"github.com/troupe-rt/troupe/actors/job"
-	"github.com/troupe-rt/troupe/actors/registry"
-	"github.com/troupe-rt/troupe/messages"
-	"github.com/troupe-rt/troupe/producers/process"
 )
 
-const (
-	tick        = 20 * time.Millisecond // how often the stream producer emits a line
-	waitBudget  = 5 * time.Second
-	stopTimeout = 10 * time.Second
-)
-
-// scenarios are the demo's parts, in the order a full run plays them.
-var scenarios = []struct {
+// scenario is one part of the demo, on systems of its own.
+type scenario struct {
 	name, about string
-	run         func(*timeline) error
-}{
-	{"jobs", "shell jobs streaming output, a kill with a reason, a PTY prompt, a teardown", scenarioJobs},
-	{"notices", "completion notices: a wake budget, a human kill the model is told about, a model kill it is not", scenarioNotices},
-	{"subagents", "delegation in the foreground and background, a continuable child across a restart", scenarioSubagents},
+	play        func(*stage) error
 }
 
-func main() {
-	only := flag.String("scenario", "", "run one scenario (jobs, notices, subagents); default all")
-	flag.Parse()
-	ran := false
+// scenarios are the demo's parts, in the order a full run plays them.
+var scenarios = []scenario{
+	{"jobs", "shell jobs streaming output, a kill with a reason, a PTY prompt answered, an agent torn down with its work", scenarioJobs},
+	{"notices", "completion notices: a wake budget at work, a human's kill the model is told about, the model's own kill it is not", scenarioNotices},
+	{"subagents", "delegation in the foreground and the background; a continuable child across followups, an interrupt and a restart of the whole system", scenarioSubagents},
+	{"crash", "a continuable child's Activation crashes mid-turn and restarts from the sessions file", scenarioCrash},
+}
+
+// sessionsFile is the name of the bbolt file in the data directory.
+const sessionsFile = "sessions.db"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// usageError is bad usage: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// run is the demo: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("scenario", "", "run only the scenario `NAME` ("+strings.Join(names(), ", ")+"); default: all")
+	asJSON := fs.Bool("json", false, "print the event stream, one JSON object per line, instead of the timeline")
+	data := fs.String("data", defaultDataDir(), "keep the sessions file in `DIR`")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	path, fresh, err := setup(fs, *only, *data)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "run with --help for usage")
+			return 2
+		}
+		return 1
+	}
+	color := false
+	if f, ok := stdout.(*os.File); ok {
+		color = colorOK(f)
+	}
+	out := newEmitter(stdout, *asJSON, color)
+	out.emit(Event{Kind: KindRun, Path: path, Detail: fresh})
+	sum := Summary{Store: path, Scenarios: []string{}, Failed: []string{}}
 	for _, sc := range scenarios {
 		if *only != "" && *only != sc.name {
 			continue
 		}
-		ran = true
-		tl := &timeline{start: time.Now()}
-		fmt.Printf("== %s: %s\n", sc.name, sc.about)
-		if err := sc.run(tl); err != nil {
-			fmt.Fprintf(os.Stderr, "demo: scenario %s: %v\n", sc.name, err)
-			os.Exit(1)
+		sum.Scenarios = append(sum.Scenarios, sc.name)
+		kept, broken, err := play(out, sc, path)
+		sum.Kept += kept
+		sum.Broken += len(broken)
+		for _, b := range broken {
+			fmt.Fprintf(stderr, "demo: scenario %s: broken promise: %v\n", sc.name, b)
 		}
-	}
-	if !ran {
-		fmt.Fprintf(os.Stderr, "demo: unknown scenario %q\n", *only)
-		os.Exit(2)
-	}
-}
-
-// timeline prints events with the time since the start.
-type timeline struct {
-	start time.Time
-	mu    sync.Mutex // serialises lines from main and from observers
-}
-
-func (t *timeline) say(who, format string, args ...any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fmt.Printf("%6.1fms  %-8s %s\n", float64(time.Since(t.start).Microseconds())/1000, who, fmt.Sprintf(format, args...))
-}
-
-func scenarioJobs(tl *timeline) error {
-	sys, err := troupe.New(troupe.Config{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
-		if err := sys.Shutdown(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "demo: shutdown:", err)
-		}
-		tl.say("system", "shut down")
-	}()
-	jobs := sys.Jobs()
-	if _, err := jobs.AttachController(sys.Scope(), "demo"); err != nil {
-		return err
-	}
-	if _, err := jobs.MountAgents(sys.Scope()); err != nil {
-		return err
-	}
-	if _, err := jobs.OnJobDone(sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
-		tl.say("notice", "%s %s (%s) for %q reported=%v", s.Id, s.Status.Name(), s.GetDetail(), o.Session, s.Reported)
-	}); err != nil {
-		return err
-	}
-
-	alice, err := sys.NewAgent(nil, "alice")
-	if err != nil {
-		return err
-	}
-	bob, err := sys.NewAgent(nil, "bob")
-	if err != nil {
-		return err
-	}
-	for _, a := range []interface{ Session() string }{alice, bob} {
-		tl.say("system", "agent %q spawned", a.Session())
-	}
-	if err := jobs.RegisterAgent(alice); err != nil {
-		return err
-	}
-	if err := jobs.RegisterAgent(bob); err != nil {
-		return err
-	}
-
-	// alice: a real shell job whose output streams in as it runs.
-	ticker := process.Shell(`i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.02; done`, process.Config{})
-	ticker.Owner = alice
-	primes, err := jobs.Start(ticker)
-	if err != nil {
-		return err
-	}
-	tl.say("alice", "started %s", primes)
-	// bob: a final-output job.
-	sum, err := jobs.Start(job.Spec{Kind: "sum", Label: "sum 1..1e6", Owner: bob, Run: sumJob})
-	if err != nil {
-		return err
-	}
-	tl.say("bob", "started %s", sum)
-
-	ctx := context.Background()
-	for range 2 {
-		if _, err := jobs.Wait(ctx, primes, 3*tick, "alice"); err != nil {
-			return err
-		}
-		text, snap, err := jobs.Read(primes, "alice")
 		if err != nil {
-			return err
-		}
-		tl.say("alice", "read %s (%s): %q", primes, snap.Status.Name(), strings.Join(strings.Fields(text), " "))
-	}
-	snap, err := jobs.Wait(ctx, sum, waitBudget, "bob")
-	if err != nil {
-		return err
-	}
-	out, _, err := jobs.Read(sum, "bob")
-	if err != nil {
-		return err
-	}
-	tl.say("bob", "waited for %s: %s, output %q", sum, snap.Status.Name(), out)
-
-	if _, _, err := jobs.Read(primes, "bob"); err != nil {
-		tl.say("bob", "read %s refused: %v (code %s)", primes, err, messages.CodeOf(err))
-	}
-
-	build := process.Shell("echo compiling; sleep 30; echo done", process.Config{})
-	build.Owner = alice
-	second, err := jobs.Start(build)
-	if err != nil {
-		return err
-	}
-	tl.say("alice", "started %s (%s)", second, build.Label)
-	if _, err := jobs.Wait(ctx, second, 3*tick, "alice"); err != nil {
-		return err
-	}
-	res, ks, err := jobs.Kill(second, "alice", registry.KillOptions{Reason: "no longer needed"})
-	if err != nil {
-		return err
-	}
-	tl.say("alice", "kill %s: %s (now %s)", second, res.Name(), ks.Status.Name())
-	if snap, err = jobs.Wait(ctx, second, waitBudget, "alice"); err != nil {
-		return err
-	}
-	tl.say("alice", "%s settled %s: %q", second, snap.Status.Name(), snap.GetDetail())
-
-	// A program waiting at a prompt, under a pseudo-terminal, answered instead of hanging.
-	prompt, term := process.PTY(`printf 'delete build cache? [y/N] '; read a; echo "you said: $a"`, process.Config{})
-	prompt.Owner = alice
-	ask, err := jobs.Start(prompt)
-	if err != nil {
-		return err
-	}
-	var screen strings.Builder
-	for !strings.Contains(screen.String(), "[y/N]") {
-		if _, err := jobs.Wait(ctx, ask, tick, "alice"); err != nil {
-			return err
-		}
-		text, _, err := jobs.Read(ask, "alice")
-		if err != nil {
-			return err
-		}
-		screen.WriteString(text)
-	}
-	tl.say("alice", "%s asks: %q", ask, strings.TrimSpace(screen.String()))
-	if err := term.Send("y\n"); err != nil {
-		return err
-	}
-	if snap, err = jobs.Wait(ctx, ask, waitBudget, "alice"); err != nil {
-		return err
-	}
-	answer, _, err := jobs.Read(ask, "alice")
-	if err != nil {
-		return err
-	}
-	tl.say("alice", "%s %s: %q", ask, snap.Status.Name(), strings.TrimSpace(answer))
-
-	tl.say("alice", "disposing agent (its running job %s is torn down)", primes)
-	if err := alice.Dispose(ctx); err != nil {
-		return err
-	}
-	list, err := jobs.List("alice")
-	if err != nil {
-		return err
-	}
-	tl.say("alice", "jobs left after teardown: %d", len(list))
-	list, err = jobs.List("bob")
-	if err != nil {
-		return err
-	}
-	for _, s := range list {
-		tl.say("bob", "still has %s (%s)", s.Id, s.Status.Name())
-	}
-	return nil
-}
-
-// sumJob is a final-output producer: it computes and settles with its output.
-func sumJob() (job.Hooks, error) {
-	done := make(chan job.Outcome, 1)
-	stop := make(chan struct{})
-	go func() {
-		total := 0
-		for i := 1; i <= 1_000_000; i++ {
-			if i%100_000 == 0 {
-				select {
-				case <-stop:
-					done <- job.Outcome{Status: job.Killed}
-					return
-				default:
-				}
+			sum.Failed = append(sum.Failed, sc.name)
+			var b *brokenPromise
+			if !errors.As(err, &b) { // a broken promise was said above
+				fmt.Fprintf(stderr, "demo: scenario %s stopped early: %v\n", sc.name, err)
 			}
-			total += i
 		}
-		done <- job.Outcome{Status: job.Completed, Detail: "exit code: 0", Output: fmt.Sprint(total)}
-	}()
-	var once sync.Once
-	return job.Hooks{Cancel: func(string) error { once.Do(func() { close(stop) }); return nil }, Done: done}, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		sum.Store = "" // no scenario that ran keeps continuable children
+	}
+	out.emit(Event{Kind: KindSummary, Summary: &sum})
+	if sum.Broken > 0 || len(sum.Failed) > 0 {
+		fmt.Fprintf(stderr, "demo: %d broken promises, %d scenarios stopped early (see the timeline)\n", sum.Broken, len(sum.Failed))
+		return 1
+	}
+	return 0
+}
+
+// play runs one scenario, then the promises every scenario keeps (each job settled
+// once; notices match settlements; the wake budget held). It returns the promises
+// kept and broken, and the error that stopped the scenario early, if any.
+func play(out *emitter, sc scenario, path string) (kept int, broken []*brokenPromise, err error) {
+	st := newStage(out, sc.name, path)
+	st.emit(Event{Kind: KindScenario, Text: sc.about})
+	if err = sc.play(st); err != nil {
+		st.emit(Event{Kind: KindError, Text: err.Error()})
+	}
+	_ = st.checkSettlements() // a broken one is recorded in st.broken
+	_ = st.checkNotices()
+	for _, ev := range out.events(sc.name) {
+		if ev.Kind == KindPromise && *ev.OK {
+			kept++
+		}
+	}
+	return kept, st.broken, err
+}
+
+func names() []string {
+	var ns []string
+	for _, sc := range scenarios {
+		ns = append(ns, sc.name)
+	}
+	return ns
+}
+
+// setup checks the arguments and prepares the data directory: it returns the
+// sessions file's path (removed if a previous run left one: every run starts
+// afresh, and leaves its file for inspection) and says which.
+func setup(fs *flag.FlagSet, only, dir string) (path, fresh string, err error) {
+	if fs.NArg() > 0 {
+		return "", "", &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if only != "" && !slices.Contains(names(), only) {
+		return "", "", &usageError{fmt.Sprintf("unknown scenario %q (the scenarios: %s)", only, strings.Join(names(), ", "))}
+	}
+	if dir == "" {
+		return "", "", &usageError{"--data needs a directory"}
+	}
+	if info, err := os.Stat(dir); err == nil && !info.IsDir() {
+		return "", "", &usageError{fmt.Sprintf("--data %s: not a directory", dir)}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", &usageError{fmt.Sprintf("--data %s: cannot create the directory: %v", dir, err)}
+	}
+	path = filepath.Join(dir, sessionsFile)
+	fresh = "a fresh file"
+	switch err := os.Remove(path); {
+	case err == nil:
+		fresh = "a fresh file: the previous run's was removed"
+	case !errors.Is(err, os.ErrNotExist):
+		return "", "", &usageError{fmt.Sprintf("--data %s: cannot remove the previous run's %s: %v", dir, sessionsFile, err)}
+	}
+	probe, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", "", &usageError{fmt.Sprintf("--data %s: cannot write there: %v", dir, err)}
+	}
+	probe.Close()
+	if err := os.Remove(path); err != nil { // bbolt creates it when a scenario opens it
+		return "", "", err
+	}
+	return path, fresh, nil
+}
+
+// defaultDataDir is where the sessions file goes without --data (the rule --help
+// states): $XDG_STATE_HOME/troupe-demo when XDG_STATE_HOME is an absolute path,
+// else ~/.local/state/troupe-demo, else <os.TempDir()>/troupe-demo.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "troupe-demo")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "troupe-demo")
+	}
+	return filepath.Join(os.TempDir(), "troupe-demo")
+}
+
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `usage: go run ./cmd/demo [--scenario NAME] [--json] [--data DIR]
+
+A scripted agent system on troupe — no network, no model: a scripted turn runner
+plays the models. It prints a timeline of what the runtime does and checks every
+promise it shows. The scenarios, in the order a full run plays them:
+
+`)
+	for _, sc := range scenarios {
+		fmt.Fprintf(w, "  %-10s %s\n", sc.name, sc.about)
+	}
+	fmt.Fprint(w, "\nflags:\n")
+	fs.PrintDefaults()
+	fmt.Fprintf(w, `
+The continuable children's sessions go to DIR/%s (bbolt). Each run starts that
+file afresh and leaves it for inspection. Without --data, DIR is
+$XDG_STATE_HOME/troupe-demo, else ~/.local/state/troupe-demo, else
+<temp dir>/troupe-demo.
+
+With --json, stdout carries only the events (one JSON object per line; colours
+never); diagnostics go to stderr. The timeline is coloured when stdout is a
+terminal and NO_COLOR is not set.
+
+Exit status: 0 every promise held; 1 a promise broke or a scenario could not
+finish (stderr says which); 2 bad usage.
+`, sessionsFile)
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+)
+
+// narratedStore is the bbolt store as the demo hands it to the continuation
+// manager: every call goes to the file, and the facts a reader should see — a
+// session created, an epoch taken, a cut-off turn recorded aborted — become events.
+//
+// It is also the demo's crash injector, through the one seam an embedder has: the
+// session.Store it passes in. armCrash makes the next Accept for a child panic; the
+// Activation calls Accept inside its Receive, so the panic crashes the Activation
+// actor and its supervisor (the directory) restarts it from the store. This is
+// how actors/activation's own tests crash an Activation.
+type narratedStore struct {
+	*session.Bolt
+	st *stage
+
+	mu struct {
+		sync.Mutex
+		armed   map[string]string // child → why its next Accept panics
+		crashed map[string]bool   // children whose next Activate is a restart
+	}
+}
+
+func openStore(st *stage, path string) (*narratedStore, error) {
+	b, err := session.OpenBolt(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &narratedStore{Bolt: b, st: st}
+	s.mu.armed, s.mu.crashed = map[string]string{}, map[string]bool{}
+	return s, nil
+}
+
+// armCrash makes the next Accept for child panic (once), saying how in the event.
+func (s *narratedStore) armCrash(child, how string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.armed[child] = how
+}
+
+func (s *narratedStore) Create(ctx context.Context, h session.Header, entries []session.Entry) error {
+	if err := s.Bolt.Create(ctx, h, entries); err != nil {
+		return err
+	}
+	s.st.emit(Event{Kind: KindCreated, Who: h.ParentSession, Child: h.ID})
+	return nil
+}
+
+func (s *narratedStore) Activate(ctx context.Context, id string) (session.Snapshot, error) {
+	snap, err := s.Bolt.Activate(ctx, id)
+	if err != nil {
+		return snap, err
+	}
+	s.mu.Lock()
+	restart := s.mu.crashed[id]
+	delete(s.mu.crashed, id)
+	s.mu.Unlock()
+	switch {
+	case restart:
+		s.st.emit(Event{Kind: KindRestart, Who: id, Child: id, Epoch: snap.Header.Epoch})
+	case snap.Header.Epoch == 1:
+		s.st.emit(Event{Kind: KindActivated, Who: id, Child: id, Epoch: 1, Status: "new session"})
+	default:
+		toRun, _ := snap.Pending()
+		s.st.emit(Event{Kind: KindActivated, Who: id, Child: id, Epoch: snap.Header.Epoch,
+			Status: "resumed from the file: " + plural(countMessages(snap), "message") + " of history, " +
+				plural(len(toRun), "journaled message") + " to run first"})
+	}
+	return snap, nil
+}
+
+func (s *narratedStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
+	s.mu.Lock()
+	how, armed := s.mu.armed[id]
+	if armed {
+		delete(s.mu.armed, id)
+		s.mu.crashed[id] = true
+	}
+	s.mu.Unlock()
+	if armed {
+		s.st.emit(Event{Kind: KindCrash, Who: id, Child: id, Epoch: epoch, Text: blocksText(m.Content), Detail: how})
+		panic("demo: injected crash while journaling a message of " + id)
+	}
+	return s.Bolt.Accept(ctx, id, epoch, m)
+}
+
+func (s *narratedStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
+	if err := s.Bolt.Append(ctx, id, epoch, entries...); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Kind == session.EntryTurnAborted {
+			s.st.emit(Event{Kind: KindTurn, Who: id, Child: id, Epoch: epoch, Status: "aborted-by-crash"})
+		}
+	}
+	return nil
+}
+
+func countMessages(snap session.Snapshot) int {
+	n := 0
+	for _, e := range snap.Log {
+		if e.Kind == session.EntryMessage {
+			n++
+		}
+	}
+	return n
+}
+
+func blocksText(bs []session.Block) string {
+	var parts []string
+	for _, b := range bs {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, " ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// narratedRunner runs a child's turns through the scripted model and emits each
+// turn's start (with the history it was given) and its end.
+type narratedRunner struct {
+	inner subagent.TurnRunner
+	st    *stage
+}
+
+func (r narratedRunner) RunTurn(ctx context.Context, t subagent.Turn) (subagent.TurnResult, error) {
+	r.st.emit(Event{Kind: KindTurn, Who: t.Session, Child: t.Session, Status: "started", Text: t.Input.Text(), History: ptr(len(t.History))})
+	res, err := r.inner.RunTurn(ctx, t)
+	var reply string
+	if out := subagent.LastAssistant(res.Messages); len(out) > 0 {
+		reply = out[0].Text
+	}
+	r.st.emit(Event{Kind: KindTurn, Who: t.Session, Child: t.Session, Status: stopReason(ctx, res, err), Text: reply})
+	return res, err
+}
+
+// stopReason is how subagent.RunOneTurn will classify this turn's end.
+func stopReason(ctx context.Context, res subagent.TurnResult, err error) string {
+	switch {
+	case ctx.Err() != nil && (err != nil || res.StopReason == ""):
+		return subagent.StopAborted
+	case err != nil:
+		return subagent.StopError
+	case res.StopReason == "":
+		return subagent.StopCompleted
+	}
+	return res.StopReason
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // DefaultMaxConcurrentJobsPerOwner is SPEC §2.4's default admission limit.
@@ -76,6 +77,7 @@ type System struct {
 	root   *scope.Scope
 	jobs   *registry.Client
 	watch  *job.Watcher
+	tree   *supervision.Inspector
 
 	logger     *slog.Logger
 	dispatcher actor.Dispatcher
@@ -125,6 +127,17 @@ func New(cfg Config) (*System, error) {
 		logger:     logger,
 		dispatcher: cfg.Dispatcher,
 	}
+	// The inspector first: every other actor reports its lifecycle to it.
+	tree, err := supervision.StartInspector(s.actors, supervision.InspectorConfig{Clock: clock, Logger: logger})
+	if err != nil {
+		s.watch.Close()
+		s.actors.Shutdown()
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, err
+	}
+	s.tree = tree
 	jobs, err := registry.Spawn(s.actors, registry.Config{
 		MaxConcurrentJobsPerOwner: int(limit),
 		RootScope:                 s.root,
@@ -132,8 +145,10 @@ func New(cfg Config) (*System, error) {
 		Now:                       func() int64 { return clock().UnixMilli() },
 		Dispatcher:                cfg.Dispatcher,
 		Watcher:                   s.watch,
+		Inspector:                 tree.PID(),
 	}, s.stopped)
 	if err != nil {
+		_ = tree.Stop(context.Background())
 		s.watch.Close()
 		s.actors.Shutdown()
 		if pool != nil {
@@ -150,6 +165,10 @@ func (s *System) Scope() *scope.Scope { return s.root }
 
 // Jobs returns the job registry.
 func (s *System) Jobs() *registry.Client { return s.jobs }
+
+// Tree returns the supervision inspector: a snapshot of the live actor tree and the
+// stream of lifecycle events (see package supervision).
+func (s *System) Tree() *supervision.Inspector { return s.tree }
 
 // Actors returns the underlying protoactor actor system.
 func (s *System) Actors() *actor.ActorSystem { return s.actors }
@@ -171,6 +190,9 @@ func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Opt
 	if o.Props == nil && s.dispatcher != nil {
 		d := s.dispatcher
 		o.Props = func(p *actor.Props) *actor.Props { return p.Configure(actor.WithDispatcher(d)) }
+	}
+	if o.Inspector == nil {
+		o.Inspector = s.tree.PID()
 	}
 	return owner.Spawn(s.actors.Root, parent, session, s.jobs.PID(), o)
 }
@@ -197,6 +219,10 @@ func (s *System) stop() {
 	_ = s.jobs.Dispose(bg)
 	// Phase 2: stop the registry (and with it any job actor) and wait.
 	if err := s.actors.Root.PoisonFuture(s.jobs.PID()).Wait(); err != nil && rootErr == nil {
+		rootErr = err
+	}
+	// Last, the inspector: it applies the registry's own stop first.
+	if err := s.tree.Stop(bg); err != nil && rootErr == nil {
 		rootErr = err
 	}
 	close(s.stopped)

@@ -134,6 +134,118 @@ func (KillResult) EnumDescriptor() ([]byte, []int) {
 	return file_troupe_proto_rawDescGZIP(), []int{1}
 }
 
+// LifecycleEventKind is what happened to a node.
+type LifecycleEventKind int32
+
+const (
+	LifecycleEventKind_LIFECYCLE_EVENT_KIND_UNSPECIFIED LifecycleEventKind = 0
+	LifecycleEventKind_LIFECYCLE_EVENT_KIND_SPAWNED     LifecycleEventKind = 1
+	LifecycleEventKind_LIFECYCLE_EVENT_KIND_RESTARTED   LifecycleEventKind = 2
+	LifecycleEventKind_LIFECYCLE_EVENT_KIND_SETTLED     LifecycleEventKind = 3
+	LifecycleEventKind_LIFECYCLE_EVENT_KIND_STOPPED     LifecycleEventKind = 4
+)
+
+// Enum value maps for LifecycleEventKind.
+var (
+	LifecycleEventKind_name = map[int32]string{
+		0: "LIFECYCLE_EVENT_KIND_UNSPECIFIED",
+		1: "LIFECYCLE_EVENT_KIND_SPAWNED",
+		2: "LIFECYCLE_EVENT_KIND_RESTARTED",
+		3: "LIFECYCLE_EVENT_KIND_SETTLED",
+		4: "LIFECYCLE_EVENT_KIND_STOPPED",
+	}
+	LifecycleEventKind_value = map[string]int32{
+		"LIFECYCLE_EVENT_KIND_UNSPECIFIED": 0,
+		"LIFECYCLE_EVENT_KIND_SPAWNED":     1,
+		"LIFECYCLE_EVENT_KIND_RESTARTED":   2,
+		"LIFECYCLE_EVENT_KIND_SETTLED":     3,
+		"LIFECYCLE_EVENT_KIND_STOPPED":     4,
+	}
+)
+
+func (x LifecycleEventKind) Enum() *LifecycleEventKind {
+	p := new(LifecycleEventKind)
+	*p = x
+	return p
+}
+
+func (x LifecycleEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LifecycleEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_troupe_proto_enumTypes[2].Descriptor()
+}
+
+func (LifecycleEventKind) Type() protoreflect.EnumType {
+	return &file_troupe_proto_enumTypes[2]
+}
+
+func (x LifecycleEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LifecycleEventKind.Descriptor instead.
+func (LifecycleEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{2}
+}
+
+// LifecycleCause is why a node settled, restarted or stopped.
+type LifecycleCause int32
+
+const (
+	LifecycleCause_LIFECYCLE_CAUSE_NONE     LifecycleCause = 0
+	LifecycleCause_LIFECYCLE_CAUSE_PRODUCER LifecycleCause = 1
+	LifecycleCause_LIFECYCLE_CAUSE_KILL     LifecycleCause = 2
+	LifecycleCause_LIFECYCLE_CAUSE_TEARDOWN LifecycleCause = 3
+	LifecycleCause_LIFECYCLE_CAUSE_PANIC    LifecycleCause = 4
+)
+
+// Enum value maps for LifecycleCause.
+var (
+	LifecycleCause_name = map[int32]string{
+		0: "LIFECYCLE_CAUSE_NONE",
+		1: "LIFECYCLE_CAUSE_PRODUCER",
+		2: "LIFECYCLE_CAUSE_KILL",
+		3: "LIFECYCLE_CAUSE_TEARDOWN",
+		4: "LIFECYCLE_CAUSE_PANIC",
+	}
+	LifecycleCause_value = map[string]int32{
+		"LIFECYCLE_CAUSE_NONE":     0,
+		"LIFECYCLE_CAUSE_PRODUCER": 1,
+		"LIFECYCLE_CAUSE_KILL":     2,
+		"LIFECYCLE_CAUSE_TEARDOWN": 3,
+		"LIFECYCLE_CAUSE_PANIC":    4,
+	}
+)
+
+func (x LifecycleCause) Enum() *LifecycleCause {
+	p := new(LifecycleCause)
+	*p = x
+	return p
+}
+
+func (x LifecycleCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LifecycleCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_troupe_proto_enumTypes[3].Descriptor()
+}
+
+func (LifecycleCause) Type() protoreflect.EnumType {
+	return &file_troupe_proto_enumTypes[3]
+}
+
+func (x LifecycleCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LifecycleCause.Descriptor instead.
+func (LifecycleCause) EnumDescriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{3}
+}
+
 // JobSnapshot is a point-in-time view of one job (SPEC §2.12, Rev A). Optional
 // fields are presence-tracked: unset means "has no key".
 type JobSnapshot struct {
@@ -1777,6 +1889,441 @@ func (x *StreamClose) GetStreamId() string {
 	return ""
 }
 
+// TreeNode is one live node. A node is named by (kind, id); its parent likewise,
+// both empty for a top-level actor (a child of the system root).
+type TreeNode struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Kind       string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Id         string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	ParentKind string                 `protobuf:"bytes,3,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
+	ParentId   string                 `protobuf:"bytes,4,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// The protoactor process id of the node's actor.
+	Actor string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	// A job's owner session, an owner's session, an activation's child session.
+	Session string `protobuf:"bytes,6,opt,name=session,proto3" json:"session,omitempty"`
+	// "running", or a settled job's status (completed, killed, failed).
+	Status string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	// A settled job's settlement cause and detail.
+	Cause    LifecycleCause `protobuf:"varint,8,opt,name=cause,proto3,enum=troupe.v1.LifecycleCause" json:"cause,omitempty"`
+	Detail   string         `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
+	Restarts uint32         `protobuf:"varint,10,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// The seq of the node's spawned event.
+	SpawnedSeq    uint64 `protobuf:"varint,11,opt,name=spawned_seq,json=spawnedSeq,proto3" json:"spawned_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeNode) Reset() {
+	*x = TreeNode{}
+	mi := &file_troupe_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeNode) ProtoMessage() {}
+
+func (x *TreeNode) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
+func (*TreeNode) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *TreeNode) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TreeNode) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TreeNode) GetParentKind() string {
+	if x != nil {
+		return x.ParentKind
+	}
+	return ""
+}
+
+func (x *TreeNode) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TreeNode) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *TreeNode) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *TreeNode) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TreeNode) GetCause() LifecycleCause {
+	if x != nil {
+		return x.Cause
+	}
+	return LifecycleCause_LIFECYCLE_CAUSE_NONE
+}
+
+func (x *TreeNode) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *TreeNode) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *TreeNode) GetSpawnedSeq() uint64 {
+	if x != nil {
+		return x.SpawnedSeq
+	}
+	return 0
+}
+
+// TreeSnapshot is the live tree after the event numbered seq, in pre-order (each
+// parent before its children, siblings in spawn order).
+type TreeSnapshot struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Nodes         []*TreeNode            `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeSnapshot) Reset() {
+	*x = TreeSnapshot{}
+	mi := &file_troupe_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeSnapshot) ProtoMessage() {}
+
+func (x *TreeSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeSnapshot.ProtoReflect.Descriptor instead.
+func (*TreeSnapshot) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *TreeSnapshot) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TreeSnapshot) GetNodes() []*TreeNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// LifecycleEvent is one event of the tree, numbered from 1 by the inspector.
+type LifecycleEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Unix nanoseconds; 0 when unset.
+	AtUnixNano int64              `protobuf:"varint,2,opt,name=at_unix_nano,json=atUnixNano,proto3" json:"at_unix_nano,omitempty"`
+	Kind       LifecycleEventKind `protobuf:"varint,3,opt,name=kind,proto3,enum=troupe.v1.LifecycleEventKind" json:"kind,omitempty"`
+	NodeKind   string             `protobuf:"bytes,4,opt,name=node_kind,json=nodeKind,proto3" json:"node_kind,omitempty"`
+	NodeId     string             `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Spawned only: the parent (both empty: the system root), actor and session.
+	ParentKind string         `protobuf:"bytes,6,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
+	ParentId   string         `protobuf:"bytes,7,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Actor      string         `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	Session    string         `protobuf:"bytes,9,opt,name=session,proto3" json:"session,omitempty"`
+	Cause      LifecycleCause `protobuf:"varint,10,opt,name=cause,proto3,enum=troupe.v1.LifecycleCause" json:"cause,omitempty"`
+	// Settled only: the job's terminal status.
+	Status string `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
+	// A settled job's detail, or a restart's failure reason.
+	Detail        string `protobuf:"bytes,12,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LifecycleEvent) Reset() {
+	*x = LifecycleEvent{}
+	mi := &file_troupe_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LifecycleEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LifecycleEvent) ProtoMessage() {}
+
+func (x *LifecycleEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LifecycleEvent.ProtoReflect.Descriptor instead.
+func (*LifecycleEvent) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LifecycleEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LifecycleEvent) GetAtUnixNano() int64 {
+	if x != nil {
+		return x.AtUnixNano
+	}
+	return 0
+}
+
+func (x *LifecycleEvent) GetKind() LifecycleEventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return LifecycleEventKind_LIFECYCLE_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *LifecycleEvent) GetNodeKind() string {
+	if x != nil {
+		return x.NodeKind
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetParentKind() string {
+	if x != nil {
+		return x.ParentKind
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetCause() LifecycleCause {
+	if x != nil {
+		return x.Cause
+	}
+	return LifecycleCause_LIFECYCLE_CAUSE_NONE
+}
+
+func (x *LifecycleEvent) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *LifecycleEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// TreeSnapshotRequest asks the supervision actor for a TreeSnapshot (the reply).
+type TreeSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeSnapshotRequest) Reset() {
+	*x = TreeSnapshotRequest{}
+	mi := &file_troupe_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeSnapshotRequest) ProtoMessage() {}
+
+func (x *TreeSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*TreeSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{29}
+}
+
+// TreeSubscribe subscribes the sender (send it with Request: the sender is the
+// subscriber) to the lifecycle events: it receives a TreeSnapshot at once, then
+// every LifecycleEvent after it, in order, until it sends TreeUnsubscribe or stops.
+type TreeSubscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeSubscribe) Reset() {
+	*x = TreeSubscribe{}
+	mi := &file_troupe_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeSubscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeSubscribe) ProtoMessage() {}
+
+func (x *TreeSubscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeSubscribe.ProtoReflect.Descriptor instead.
+func (*TreeSubscribe) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{30}
+}
+
+// TreeUnsubscribe ends the sender's TreeSubscribe (send it with Request too).
+type TreeUnsubscribe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeUnsubscribe) Reset() {
+	*x = TreeUnsubscribe{}
+	mi := &file_troupe_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeUnsubscribe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeUnsubscribe) ProtoMessage() {}
+
+func (x *TreeUnsubscribe) ProtoReflect() protoreflect.Message {
+	mi := &file_troupe_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeUnsubscribe.ProtoReflect.Descriptor instead.
+func (*TreeUnsubscribe) Descriptor() ([]byte, []int) {
+	return file_troupe_proto_rawDescGZIP(), []int{31}
+}
+
 var File_troupe_proto protoreflect.FileDescriptor
 
 const file_troupe_proto_rawDesc = "" +
@@ -1914,7 +2461,44 @@ const file_troupe_proto_rawDesc = "" +
 	"\x05lossy\x18\x02 \x01(\bR\x05lossy\x12\x12\n" +
 	"\x04next\x18\x03 \x01(\x03R\x04next\"*\n" +
 	"\vStreamClose\x12\x1b\n" +
-	"\tstream_id\x18\x01 \x01(\tR\bstreamId*\xa0\x01\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"\xba\x02\n" +
+	"\bTreeNode\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
+	"\vparent_kind\x18\x03 \x01(\tR\n" +
+	"parentKind\x12\x1b\n" +
+	"\tparent_id\x18\x04 \x01(\tR\bparentId\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x18\n" +
+	"\asession\x18\x06 \x01(\tR\asession\x12\x16\n" +
+	"\x06status\x18\a \x01(\tR\x06status\x12/\n" +
+	"\x05cause\x18\b \x01(\x0e2\x19.troupe.v1.LifecycleCauseR\x05cause\x12\x16\n" +
+	"\x06detail\x18\t \x01(\tR\x06detail\x12\x1a\n" +
+	"\brestarts\x18\n" +
+	" \x01(\rR\brestarts\x12\x1f\n" +
+	"\vspawned_seq\x18\v \x01(\x04R\n" +
+	"spawnedSeq\"K\n" +
+	"\fTreeSnapshot\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12)\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x13.troupe.v1.TreeNodeR\x05nodes\"\xfc\x02\n" +
+	"\x0eLifecycleEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12 \n" +
+	"\fat_unix_nano\x18\x02 \x01(\x03R\n" +
+	"atUnixNano\x121\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1d.troupe.v1.LifecycleEventKindR\x04kind\x12\x1b\n" +
+	"\tnode_kind\x18\x04 \x01(\tR\bnodeKind\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vparent_kind\x18\x06 \x01(\tR\n" +
+	"parentKind\x12\x1b\n" +
+	"\tparent_id\x18\a \x01(\tR\bparentId\x12\x14\n" +
+	"\x05actor\x18\b \x01(\tR\x05actor\x12\x18\n" +
+	"\asession\x18\t \x01(\tR\asession\x12/\n" +
+	"\x05cause\x18\n" +
+	" \x01(\x0e2\x19.troupe.v1.LifecycleCauseR\x05cause\x12\x16\n" +
+	"\x06status\x18\v \x01(\tR\x06status\x12\x16\n" +
+	"\x06detail\x18\f \x01(\tR\x06detail\"\x15\n" +
+	"\x13TreeSnapshotRequest\"\x0f\n" +
+	"\rTreeSubscribe\"\x11\n" +
+	"\x0fTreeUnsubscribe*\xa0\x01\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12JOB_STATUS_RUNNING\x10\x01\x12\x17\n" +
@@ -1926,7 +2510,19 @@ const file_troupe_proto_rawDesc = "" +
 	"KillResult\x12\x1b\n" +
 	"\x17KILL_RESULT_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15KILL_RESULT_REQUESTED\x10\x01\x12 \n" +
-	"\x1cKILL_RESULT_ALREADY_FINISHED\x10\x02B&Z$github.com/troupe-rt/troupe/messagesb\x06proto3"
+	"\x1cKILL_RESULT_ALREADY_FINISHED\x10\x02*\xc4\x01\n" +
+	"\x12LifecycleEventKind\x12$\n" +
+	" LIFECYCLE_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cLIFECYCLE_EVENT_KIND_SPAWNED\x10\x01\x12\"\n" +
+	"\x1eLIFECYCLE_EVENT_KIND_RESTARTED\x10\x02\x12 \n" +
+	"\x1cLIFECYCLE_EVENT_KIND_SETTLED\x10\x03\x12 \n" +
+	"\x1cLIFECYCLE_EVENT_KIND_STOPPED\x10\x04*\x9b\x01\n" +
+	"\x0eLifecycleCause\x12\x18\n" +
+	"\x14LIFECYCLE_CAUSE_NONE\x10\x00\x12\x1c\n" +
+	"\x18LIFECYCLE_CAUSE_PRODUCER\x10\x01\x12\x18\n" +
+	"\x14LIFECYCLE_CAUSE_KILL\x10\x02\x12\x1c\n" +
+	"\x18LIFECYCLE_CAUSE_TEARDOWN\x10\x03\x12\x19\n" +
+	"\x15LIFECYCLE_CAUSE_PANIC\x10\x04B&Z$github.com/troupe-rt/troupe/messagesb\x06proto3"
 
 var (
 	file_troupe_proto_rawDescOnce sync.Once
@@ -1940,71 +2536,83 @@ func file_troupe_proto_rawDescGZIP() []byte {
 	return file_troupe_proto_rawDescData
 }
 
-var file_troupe_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_troupe_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_troupe_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_troupe_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_troupe_proto_goTypes = []any{
-	(JobStatus)(0),         // 0: troupe.v1.JobStatus
-	(KillResult)(0),        // 1: troupe.v1.KillResult
-	(*JobSnapshot)(nil),    // 2: troupe.v1.JobSnapshot
-	(*Outcome)(nil),        // 3: troupe.v1.Outcome
-	(*ErrorInfo)(nil),      // 4: troupe.v1.ErrorInfo
-	(*GetRequest)(nil),     // 5: troupe.v1.GetRequest
-	(*GetReply)(nil),       // 6: troupe.v1.GetReply
-	(*ListRequest)(nil),    // 7: troupe.v1.ListRequest
-	(*ListReply)(nil),      // 8: troupe.v1.ListReply
-	(*ReadRequest)(nil),    // 9: troupe.v1.ReadRequest
-	(*ReadReply)(nil),      // 10: troupe.v1.ReadReply
-	(*KillRequest)(nil),    // 11: troupe.v1.KillRequest
-	(*KillReply)(nil),      // 12: troupe.v1.KillReply
-	(*WaitRequest)(nil),    // 13: troupe.v1.WaitRequest
-	(*WaitReply)(nil),      // 14: troupe.v1.WaitReply
-	(*StartReply)(nil),     // 15: troupe.v1.StartReply
-	(*JobsChanged)(nil),    // 16: troupe.v1.JobsChanged
-	(*PublicJob)(nil),      // 17: troupe.v1.PublicJob
-	(*JobKill)(nil),        // 18: troupe.v1.JobKill
-	(*JobKillReply)(nil),   // 19: troupe.v1.JobKillReply
-	(*JobListOpen)(nil),    // 20: troupe.v1.JobListOpen
-	(*JobRoster)(nil),      // 21: troupe.v1.JobRoster
-	(*JobFollowOpen)(nil),  // 22: troupe.v1.JobFollowOpen
-	(*RecordChunk)(nil),    // 23: troupe.v1.RecordChunk
-	(*JobFollowFrame)(nil), // 24: troupe.v1.JobFollowFrame
-	(*FollowOpened)(nil),   // 25: troupe.v1.FollowOpened
-	(*FollowOutput)(nil),   // 26: troupe.v1.FollowOutput
-	(*StreamClose)(nil),    // 27: troupe.v1.StreamClose
-	nil,                    // 28: troupe.v1.ErrorInfo.DetailsEntry
+	(JobStatus)(0),              // 0: troupe.v1.JobStatus
+	(KillResult)(0),             // 1: troupe.v1.KillResult
+	(LifecycleEventKind)(0),     // 2: troupe.v1.LifecycleEventKind
+	(LifecycleCause)(0),         // 3: troupe.v1.LifecycleCause
+	(*JobSnapshot)(nil),         // 4: troupe.v1.JobSnapshot
+	(*Outcome)(nil),             // 5: troupe.v1.Outcome
+	(*ErrorInfo)(nil),           // 6: troupe.v1.ErrorInfo
+	(*GetRequest)(nil),          // 7: troupe.v1.GetRequest
+	(*GetReply)(nil),            // 8: troupe.v1.GetReply
+	(*ListRequest)(nil),         // 9: troupe.v1.ListRequest
+	(*ListReply)(nil),           // 10: troupe.v1.ListReply
+	(*ReadRequest)(nil),         // 11: troupe.v1.ReadRequest
+	(*ReadReply)(nil),           // 12: troupe.v1.ReadReply
+	(*KillRequest)(nil),         // 13: troupe.v1.KillRequest
+	(*KillReply)(nil),           // 14: troupe.v1.KillReply
+	(*WaitRequest)(nil),         // 15: troupe.v1.WaitRequest
+	(*WaitReply)(nil),           // 16: troupe.v1.WaitReply
+	(*StartReply)(nil),          // 17: troupe.v1.StartReply
+	(*JobsChanged)(nil),         // 18: troupe.v1.JobsChanged
+	(*PublicJob)(nil),           // 19: troupe.v1.PublicJob
+	(*JobKill)(nil),             // 20: troupe.v1.JobKill
+	(*JobKillReply)(nil),        // 21: troupe.v1.JobKillReply
+	(*JobListOpen)(nil),         // 22: troupe.v1.JobListOpen
+	(*JobRoster)(nil),           // 23: troupe.v1.JobRoster
+	(*JobFollowOpen)(nil),       // 24: troupe.v1.JobFollowOpen
+	(*RecordChunk)(nil),         // 25: troupe.v1.RecordChunk
+	(*JobFollowFrame)(nil),      // 26: troupe.v1.JobFollowFrame
+	(*FollowOpened)(nil),        // 27: troupe.v1.FollowOpened
+	(*FollowOutput)(nil),        // 28: troupe.v1.FollowOutput
+	(*StreamClose)(nil),         // 29: troupe.v1.StreamClose
+	(*TreeNode)(nil),            // 30: troupe.v1.TreeNode
+	(*TreeSnapshot)(nil),        // 31: troupe.v1.TreeSnapshot
+	(*LifecycleEvent)(nil),      // 32: troupe.v1.LifecycleEvent
+	(*TreeSnapshotRequest)(nil), // 33: troupe.v1.TreeSnapshotRequest
+	(*TreeSubscribe)(nil),       // 34: troupe.v1.TreeSubscribe
+	(*TreeUnsubscribe)(nil),     // 35: troupe.v1.TreeUnsubscribe
+	nil,                         // 36: troupe.v1.ErrorInfo.DetailsEntry
 }
 var file_troupe_proto_depIdxs = []int32{
 	0,  // 0: troupe.v1.JobSnapshot.status:type_name -> troupe.v1.JobStatus
 	0,  // 1: troupe.v1.Outcome.status:type_name -> troupe.v1.JobStatus
-	28, // 2: troupe.v1.ErrorInfo.details:type_name -> troupe.v1.ErrorInfo.DetailsEntry
-	2,  // 3: troupe.v1.GetReply.snapshot:type_name -> troupe.v1.JobSnapshot
-	4,  // 4: troupe.v1.GetReply.error:type_name -> troupe.v1.ErrorInfo
-	2,  // 5: troupe.v1.ListReply.jobs:type_name -> troupe.v1.JobSnapshot
-	4,  // 6: troupe.v1.ListReply.error:type_name -> troupe.v1.ErrorInfo
-	2,  // 7: troupe.v1.ReadReply.snapshot:type_name -> troupe.v1.JobSnapshot
-	4,  // 8: troupe.v1.ReadReply.error:type_name -> troupe.v1.ErrorInfo
+	36, // 2: troupe.v1.ErrorInfo.details:type_name -> troupe.v1.ErrorInfo.DetailsEntry
+	4,  // 3: troupe.v1.GetReply.snapshot:type_name -> troupe.v1.JobSnapshot
+	6,  // 4: troupe.v1.GetReply.error:type_name -> troupe.v1.ErrorInfo
+	4,  // 5: troupe.v1.ListReply.jobs:type_name -> troupe.v1.JobSnapshot
+	6,  // 6: troupe.v1.ListReply.error:type_name -> troupe.v1.ErrorInfo
+	4,  // 7: troupe.v1.ReadReply.snapshot:type_name -> troupe.v1.JobSnapshot
+	6,  // 8: troupe.v1.ReadReply.error:type_name -> troupe.v1.ErrorInfo
 	1,  // 9: troupe.v1.KillReply.result:type_name -> troupe.v1.KillResult
-	2,  // 10: troupe.v1.KillReply.snapshot:type_name -> troupe.v1.JobSnapshot
-	4,  // 11: troupe.v1.KillReply.error:type_name -> troupe.v1.ErrorInfo
-	2,  // 12: troupe.v1.WaitReply.snapshot:type_name -> troupe.v1.JobSnapshot
-	4,  // 13: troupe.v1.WaitReply.error:type_name -> troupe.v1.ErrorInfo
-	4,  // 14: troupe.v1.StartReply.error:type_name -> troupe.v1.ErrorInfo
+	4,  // 10: troupe.v1.KillReply.snapshot:type_name -> troupe.v1.JobSnapshot
+	6,  // 11: troupe.v1.KillReply.error:type_name -> troupe.v1.ErrorInfo
+	4,  // 12: troupe.v1.WaitReply.snapshot:type_name -> troupe.v1.JobSnapshot
+	6,  // 13: troupe.v1.WaitReply.error:type_name -> troupe.v1.ErrorInfo
+	6,  // 14: troupe.v1.StartReply.error:type_name -> troupe.v1.ErrorInfo
 	0,  // 15: troupe.v1.PublicJob.status:type_name -> troupe.v1.JobStatus
 	1,  // 16: troupe.v1.JobKillReply.outcome:type_name -> troupe.v1.KillResult
-	4,  // 17: troupe.v1.JobKillReply.error:type_name -> troupe.v1.ErrorInfo
-	17, // 18: troupe.v1.JobRoster.jobs:type_name -> troupe.v1.PublicJob
-	4,  // 19: troupe.v1.JobRoster.error:type_name -> troupe.v1.ErrorInfo
-	25, // 20: troupe.v1.JobFollowFrame.opened:type_name -> troupe.v1.FollowOpened
-	26, // 21: troupe.v1.JobFollowFrame.output:type_name -> troupe.v1.FollowOutput
-	17, // 22: troupe.v1.JobFollowFrame.status:type_name -> troupe.v1.PublicJob
-	4,  // 23: troupe.v1.JobFollowFrame.error:type_name -> troupe.v1.ErrorInfo
-	17, // 24: troupe.v1.FollowOpened.job:type_name -> troupe.v1.PublicJob
-	23, // 25: troupe.v1.FollowOutput.chunks:type_name -> troupe.v1.RecordChunk
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	6,  // 17: troupe.v1.JobKillReply.error:type_name -> troupe.v1.ErrorInfo
+	19, // 18: troupe.v1.JobRoster.jobs:type_name -> troupe.v1.PublicJob
+	6,  // 19: troupe.v1.JobRoster.error:type_name -> troupe.v1.ErrorInfo
+	27, // 20: troupe.v1.JobFollowFrame.opened:type_name -> troupe.v1.FollowOpened
+	28, // 21: troupe.v1.JobFollowFrame.output:type_name -> troupe.v1.FollowOutput
+	19, // 22: troupe.v1.JobFollowFrame.status:type_name -> troupe.v1.PublicJob
+	6,  // 23: troupe.v1.JobFollowFrame.error:type_name -> troupe.v1.ErrorInfo
+	19, // 24: troupe.v1.FollowOpened.job:type_name -> troupe.v1.PublicJob
+	25, // 25: troupe.v1.FollowOutput.chunks:type_name -> troupe.v1.RecordChunk
+	3,  // 26: troupe.v1.TreeNode.cause:type_name -> troupe.v1.LifecycleCause
+	30, // 27: troupe.v1.TreeSnapshot.nodes:type_name -> troupe.v1.TreeNode
+	2,  // 28: troupe.v1.LifecycleEvent.kind:type_name -> troupe.v1.LifecycleEventKind
+	3,  // 29: troupe.v1.LifecycleEvent.cause:type_name -> troupe.v1.LifecycleCause
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_troupe_proto_init() }
@@ -2028,8 +2636,8 @@ func file_troupe_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_troupe_proto_rawDesc), len(file_troupe_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   27,
+			NumEnums:      4,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // Event types (SPEC §5.1, §5.3).
@@ -67,7 +68,8 @@ func NewRuntime(system *actor.ActorSystem, global *scope.Scope, logger *slog.Log
 		logger = slog.Default()
 	}
 	rt := &Runtime{root: system.Root, global: global, gone: make(chan struct{})}
-	a := &runtimeActor{global: global.ID(), logger: logger, providers: map[string]*providerEntry{}, listeners: map[scope.ID][]*listenerEntry{}}
+	a := &runtimeActor{global: global.ID(), logger: logger, providers: map[string]*providerEntry{}, listeners: map[scope.ID][]*listenerEntry{},
+		inspector: supervision.InspectorOf(system)}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-runtime")
 	if err != nil {
 		return nil, err
@@ -274,6 +276,7 @@ type runtimeActor struct {
 	providers map[string]*providerEntry
 	order     []string
 	listeners map[scope.ID][]*listenerEntry
+	inspector *actor.PID // the supervision tree's, or nil
 }
 
 func (a *runtimeActor) Receive(c actor.Context) {
@@ -321,6 +324,12 @@ func (a *runtimeActor) Receive(c actor.Context) {
 		m.reply <- nil
 	case *emit:
 		_ = a.fire(m.ev, false)
+	case *actor.Started:
+		supervision.Emit(c, a.inspector, supervision.Event{Kind: supervision.Spawned,
+			Node: supervision.Ref{Kind: supervision.KindSubagentRuntime, ID: c.Self().Id}, Actor: c.Self().Id})
+	case *actor.Stopped:
+		supervision.Emit(c, a.inspector, supervision.Event{Kind: supervision.Stopped,
+			Node: supervision.Ref{Kind: supervision.KindSubagentRuntime, ID: c.Self().Id}, Cause: supervision.CauseTeardown})
 	}
 }
 

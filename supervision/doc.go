@@ -30,4 +30,59 @@
 // advances on real actors under testing/synctest).
 //
 // Each decider is a pure function of the failure reason, table-tested.
+//
+// # The tree, as a snapshot and as events
+//
+// protoactor has no tree API, so troupe keeps its own index: the supervision actor
+// ([Inspector], spawned first by troupe.New, stopped last; System.Tree() returns it).
+// Every troupe actor reports its lifecycle to it as plain Go messages ([Emit]):
+//
+//	spawned    a node and its parent (a job: the registry, with its owner session;
+//	           an Activation: the directory, with its child session; the others: the root)
+//	restarted  an Activation re-created after a panic (cause panic, detail the reason)
+//	settled    a job's terminal status, with the cause that decided it: producer (its
+//	           outcome came on its own), kill (a kill landed first), teardown (its
+//	           owner's dispose or crash, service disposal), panic (its actor panicked)
+//	stopped    the actor has stopped (and left protoactor's process registry): cause
+//	           panic after a crash, teardown when its owner, scope or system stopped
+//	           it, none when it finished (a settled job, a released Activation)
+//
+// All events of one node come from one sender — the registry for jobs, the directory
+// for Activations, each other actor for itself — so they arrive in the order they
+// happened. The inspector numbers them 1, 2, 3… (Event.Seq), applies them to a pure
+// [Tree] and forwards them, in order, to every subscription. A node stays in the
+// tree until it stops (a settled job stays until its actor stops); a stop is only
+// accepted once the node's children have stopped, so the tree never holds an orphan.
+// An event the tree refuses — of an unknown node or parent, a duplicate spawn, a
+// parent stopped before its children — is a bug in its sender: it is logged, kept
+// in [Stats] and never numbered.
+//
+// How to read it:
+//  1. Snapshot(ctx) returns the live tree at some Seq, in pre-order (each parent
+//     before its children, siblings in spawn order); String renders it indented.
+//  2. Subscribe(ctx) returns a snapshot at Seq N and a [Subscription] whose Events
+//     channel delivers N+1, N+2… in order. A slow reader blocks nobody and loses
+//     nothing: each subscription queues in its own actor's mailbox. Cancel it when
+//     done; after the system's shutdown it delivers what was queued, then closes.
+//  3. To follow the tree, fold: TreeOf(snapshot), then Apply each event. Apply
+//     refuses an event out of sequence, so a gap cannot go unnoticed.
+//  4. Over the wire (any actor, local or remote): TreeSnapshotRequest answers a
+//     TreeSnapshot; TreeSubscribe (sent with Request) streams a TreeSnapshot then
+//     LifecycleEvents to the sender until TreeUnsubscribe or its stop. Event.Proto,
+//     Snapshot.Proto, EventFromProto and SnapshotFromProto convert.
+//
+// For example (Example_tree is the compiled version):
+//
+//	sub, snap, _ := sys.Tree().Subscribe(ctx)
+//	defer sub.Cancel()
+//	tree, _ := supervision.TreeOf(snap)
+//	for e := range sub.Events() {
+//		_ = tree.Apply(e) // nil: in sequence and accepted
+//		fmt.Println(e)    // #5 settled job/bash-1 failed cause=panic detail="…"
+//	}
+//
+// Cost: the supervision actor runs on protoactor's synchronized dispatcher, so the
+// sender of an event applies it inline (a map update) instead of waking a worker;
+// a job's lifecycle adds three events. The index holds one compact entry per live
+// node (about 150 B per live job with its map slot).
 package supervision

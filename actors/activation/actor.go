@@ -259,7 +259,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
-		if m.parent.Session() != a.header.ParentSession {
+		if authorisedSession(m.parent, m.source) != a.header.ParentSession {
 			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // Restart intensity of an Activation (DESIGN "Supervision"): more than maxRestarts
@@ -159,6 +162,7 @@ type directoryActor struct {
 	below    map[string]string // parent PID Id → its session: drains below exact parents
 	waits    []*drainWait
 	spawned  uint64 // Activations spawned, for their unique names
+	life     lifecycle
 }
 
 func (d *directoryActor) Receive(c actor.Context) {
@@ -211,6 +215,9 @@ func (d *directoryActor) Receive(c actor.Context) {
 		m.reply <- len(d.acts)
 	case *actor.Terminated:
 		d.terminated(c, m.Who)
+		d.activationStopped(c, m.Who)
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+		d.ownLifecycle(c)
 	}
 }
 
@@ -398,6 +405,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		go func() { _ = agent.Dispose(context.Background()) }()
 		return nil, err
 	}
+	d.activationSpawned(c, pid, id)
 	e := &entry{id: id, pid: pid, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
 		depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
 	d.acts[id] = e
@@ -424,6 +432,7 @@ func (d *directoryActor) forget(c actor.Context, e *entry) {
 // no settlement notice.
 func (d *directoryActor) rollback(c actor.Context, e *entry) {
 	d.forget(c, e)
+	d.stopping(e.pid, supervision.CauseTeardown)
 	c.Stop(e.pid)
 	_ = d.m.deps.Store.Delete(context.Background(), e.id)
 	d.checkWaits()
@@ -436,6 +445,10 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		return
 	}
 	if e := d.acts[m.id]; e != nil {
+		if e.starting == nil && !e.closing && fault.Planted(PlantedActivationWithoutClaim) {
+			d.plantedResumeCold(c, m, e)
+			return
+		}
 		if e.closing || e.starting != nil {
 			e.waiting = append(e.waiting, m) // retried once the lock is free
 			return
@@ -463,7 +476,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
 		return
 	}
-	if snap.Header.ParentSession != m.parent.Session() {
+	if snap.Header.ParentSession != authorisedSession(m.parent, m.source) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q belongs to another parent session", m.id)}
 		return
 	}
@@ -612,6 +625,9 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 	}
 	delete(d.acts, m.id)
 	delete(d.byAgent, e.agent.PID().Id)
+	if e.forced {
+		d.stopping(e.pid, supervision.CauseTeardown)
+	}
 	c.Stop(e.pid)
 	if m.notice != nil {
 		d.notify(c, e, *m.notice)
@@ -769,10 +785,12 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 	rs.Fail()
 	if rs.NumberOfFailures(restartWindow) > maxRestarts {
 		d.m.logger.Warn(fmt.Sprintf("subagent: activation %s failed too often and stops: %v", id, reason))
+		d.stopping(child, supervision.CausePanic)
 		sup.StopChildren(child)
 		return
 	}
 	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s panicked and restarts from its persisted session: %v", id, reason))
+	d.activationRestarted(child, reason)
 	sup.RestartChildren(child)
 }
 
@@ -824,4 +842,73 @@ func (m *Manager) list(parent *owner.Agent, descendants bool, live map[string]li
 	}
 	walk(parent.Session())
 	return out, nil
+}
+
+// The directory's part of the supervision tree (package supervision): its own
+// spawn and stop, and each Activation's spawn, restarts and stop — every event of an
+// Activation comes from the directory, its supervisor, so they arrive in order.
+// Nothing is sent when Deps.Inspector is nil.
+
+// lifecycle is what the directory keeps to report its Activations' stops.
+type lifecycle struct {
+	prefix   string                       // "directory/": an Activation's PID id is prefix + its node id
+	shutdown bool                         // the directory is stopping: its Activations stop with it
+	causes   map[string]supervision.Cause // Activation PID id → why the directory is stopping it
+}
+
+func (d *directoryActor) inspector() *actor.PID { return d.m.deps.Inspector }
+
+func (d *directoryActor) activationRef(pid *actor.PID) supervision.Ref {
+	return supervision.Ref{Kind: supervision.KindActivation, ID: strings.TrimPrefix(pid.Id, d.life.prefix)}
+}
+
+// ownLifecycle reports the directory's own spawn and stop.
+func (d *directoryActor) ownLifecycle(c actor.Context) {
+	self := supervision.Ref{Kind: supervision.KindDirectory, ID: c.Self().Id}
+	switch c.Message().(type) {
+	case *actor.Started:
+		d.life.prefix = c.Self().Id + "/"
+		supervision.Emit(c, d.inspector(), supervision.Event{Kind: supervision.Spawned, Node: self, Actor: c.Self().Id})
+	case *actor.Stopping:
+		d.life.shutdown = true
+	case *actor.Stopped:
+		supervision.Emit(c, d.inspector(), supervision.Event{Kind: supervision.Stopped, Node: self, Cause: supervision.CauseTeardown})
+	}
+}
+
+func (d *directoryActor) activationSpawned(c actor.Context, pid *actor.PID, session string) {
+	supervision.Emit(c, d.inspector(), supervision.Event{Kind: supervision.Spawned, Node: d.activationRef(pid),
+		Parent: supervision.Ref{Kind: supervision.KindDirectory, ID: c.Self().Id}, Actor: pid.Id, Session: session})
+}
+
+// activationRestarted is called from HandleFailure, on the directory's goroutine
+// between two messages: the root context sends in the same order as c would.
+func (d *directoryActor) activationRestarted(pid *actor.PID, reason any) {
+	supervision.Emit(d.m.root, d.inspector(), supervision.Event{Kind: supervision.Restarted, Node: d.activationRef(pid),
+		Cause: supervision.CausePanic, Detail: fmt.Sprint(reason)})
+}
+
+// stopping records why the directory stops an Activation: a crash past the restart
+// intensity (panic), a forced disposal or a rollback (teardown). An Activation that
+// settled and was released stops with cause none.
+func (d *directoryActor) stopping(pid *actor.PID, cause supervision.Cause) {
+	if d.inspector() == nil {
+		return
+	}
+	if d.life.causes == nil {
+		d.life.causes = map[string]supervision.Cause{}
+	}
+	d.life.causes[pid.Id] = cause
+}
+
+func (d *directoryActor) activationStopped(c actor.Context, pid *actor.PID) {
+	if d.inspector() == nil {
+		return
+	}
+	cause, ok := d.life.causes[pid.Id]
+	delete(d.life.causes, pid.Id)
+	if !ok && d.life.shutdown {
+		cause = supervision.CauseTeardown
+	}
+	supervision.Emit(c, d.inspector(), supervision.Event{Kind: supervision.Stopped, Node: d.activationRef(pid), Cause: cause})
 }

@@ -1,6 +1,9 @@
 package activation
 
-import "github.com/troupe-rt/troupe/session"
+import (
+	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/session"
+)
 
 // Residency is an Activation's derived state (SPEC §6.1, §1.3 rule 41).
 type Residency string
@@ -180,8 +183,11 @@ func (c *Core) next() Effect {
 		return Effect{}
 	}
 	if c.running == nil && !c.parked && c.awake && len(c.queue) > 0 {
-		m := c.queue[0]
-		c.queue = c.queue[1:]
+		m, rest := c.queue[0], c.queue[1:]
+		if fault.Planted(PlantedFIFOByMapIteration) {
+			m, rest = takeByMapIteration(c.queue)
+		}
+		c.queue = rest
 		c.running = &m
 		return Effect{StartTurn: &m}
 	}

@@ -88,6 +88,9 @@ type Deps struct {
 	Now    func() int64
 	// Dispatcher, if set, runs the activations' mailboxes (seeded schedules).
 	Dispatcher actor.Dispatcher
+	// Inspector, if set, receives the lifecycle events of the directory and its
+	// Activations (troupe.System.Tree().PID(); Start sets it).
+	Inspector *actor.PID
 }
 
 // Manager is the continuation manager (SPEC §6): a handle to the directory actor,

@@ -30,11 +30,12 @@ func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }
 func Start(sys *troupe.System, store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
 	surface func(childID string) owner.Surface, opts ...Option) (*Manager, error) {
 	deps := Deps{
-		Store:   store,
-		Runtime: runtime,
-		Runner:  runner,
-		Jobs:    sys.Jobs(),
-		Now:     func() int64 { return time.Now().UnixMilli() },
+		Store:     store,
+		Runtime:   runtime,
+		Runner:    runner,
+		Jobs:      sys.Jobs(),
+		Inspector: sys.Tree().PID(),
+		Now:       func() int64 { return time.Now().UnixMilli() },
 		NewAgent: func(id string, inbox owner.Surface) (*owner.Agent, error) {
 			opts := owner.Options{Surface: inbox}
 			if surface != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // Defaults of SPEC §4 (sibling streams).
@@ -77,6 +78,8 @@ type controllerActor struct {
 	rosters map[key]*roster
 	follows map[key]*follow
 	timer   *time.Timer // the pending flush, nil if none
+	// inspector receives the actor's lifecycle events (the supervision tree's).
+	inspector *actor.PID
 }
 
 func (a *controllerActor) Receive(c actor.Context) {
@@ -127,6 +130,12 @@ func (a *controllerActor) Receive(c actor.Context) {
 			a.close(k)
 		}
 		clear(a.rosters)
+	case *actor.Started:
+		supervision.Emit(c, a.inspector, supervision.Event{Kind: supervision.Spawned,
+			Node: supervision.Ref{Kind: supervision.KindController, ID: c.Self().Id}, Actor: c.Self().Id})
+	case *actor.Stopped:
+		supervision.Emit(c, a.inspector, supervision.Event{Kind: supervision.Stopped,
+			Node: supervision.Ref{Kind: supervision.KindController, ID: c.Self().Id}, Cause: supervision.CauseTeardown})
 	}
 }
 

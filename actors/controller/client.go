@@ -28,7 +28,8 @@ type Controller struct {
 // (SPEC §1.3 rule 25): the human surface can kill and observe, never arm Start.
 func Spawn(sys *troupe.System, cfg Config) (*Controller, error) {
 	cfg = cfg.withDefaults()
-	a := &controllerActor{cfg: cfg, jobs: sys.Jobs(), rosters: map[key]*roster{}, follows: map[key]*follow{}}
+	a := &controllerActor{cfg: cfg, jobs: sys.Jobs(), rosters: map[key]*roster{}, follows: map[key]*follow{},
+		inspector: sys.Tree().PID()}
 	root := sys.Actors().Root
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "job-controller")
 	if err != nil {

@@ -88,6 +88,9 @@ func (a *jobActor) Receive(c actor.Context) {
 			setPlanted(a, p)
 			deliver = p.deliver
 		}
+		if fault.Planted(PlantedNoticeBeforeCommit) {
+			deliver = plantedNoticeFirst(a.cfg, root, deliver)
+		}
 		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, func(o Outcome, ok bool) {
 			fault.Yield("job.done.deliver")
 			deliver(o, ok)

@@ -84,3 +84,33 @@ func plantedOf(a *jobActor) *plantedFastSettle {
 	}
 	return nil
 }
+
+// PlantedNoticeBeforeCommit names a planted bug (TESTING.md's mutation check): the
+// completion is announced before it is committed. A "lower notice latency" change
+// has the Done watcher's goroutine, as soon as the producer's outcome arrives, ask
+// the registry to announce it (onJobDone, hence the model's notice) from that
+// outcome and the record as it stands; the job actor then settles and the registry
+// commits as usual, without announcing again. The notice can precede the commit (a
+// read right after it still shows the job running) and can disagree with it: the
+// outcome did not go through the job's core, so a kill's reason is missing from the
+// detail, a claim that landed first or lapsed is not applied, and an outcome that
+// lost to a teardown's force-failure is announced anyway. test/notices catches it.
+const PlantedNoticeBeforeCommit = "notice-before-commit"
+
+// PlantedEarlyOutcome is the planted bug's message to the registry: the producer's
+// outcome (already checked), as the Done watcher received it, at At (Unix ms).
+type PlantedEarlyOutcome struct {
+	ID      string
+	Outcome Outcome
+	At      int64
+}
+
+// plantedNoticeFirst wraps the Done delivery of a job actor started while
+// PlantedNoticeBeforeCommit is planted: the registry hears of the outcome first.
+func plantedNoticeFirst(cfg *Config, root *actor.RootContext, deliver func(Outcome, bool)) func(Outcome, bool) {
+	return func(o Outcome, ok bool) {
+		checked, _ := CheckOutcome(o, ok)
+		root.Send(cfg.Registry, &PlantedEarlyOutcome{ID: cfg.ID, Outcome: checked, At: max(cfg.Now(), cfg.StartedAt)})
+		deliver(o, ok)
+	}
+}

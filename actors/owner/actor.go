@@ -21,6 +21,10 @@ const EffectLabel = "owner.stop()"
 
 var incarnations atomic.Uint64
 
+// guardian is every owner actor's guardian strategy. One value for all: protoactor
+// registers a guardian process per strategy value, and never removes it.
+var guardian = supervision.OwnerStrategy()
+
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
 type Agent struct {
@@ -39,6 +43,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Props, if set, adjusts the owner actor's props (a test dispatcher, say).
 	Props func(*actor.Props) *actor.Props
+	// Inspector, if set, receives the owner actor's lifecycle events (spawned;
+	// stopped with cause panic after a crash, teardown otherwise).
+	Inspector *actor.PID
 }
 
 // SetBusy tells the owner actor whether the agent is running a turn.
@@ -91,8 +98,9 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 		logger = slog.Default()
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, noticed: map[string]bool{}}
-	}, actor.WithGuardian(supervision.OwnerStrategy()))
+		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, noticed: map[string]bool{},
+			inspector: opts.Inspector, session: session}
+	}, actor.WithGuardian(guardian))
 	if opts.Props != nil {
 		props = opts.Props(props)
 	}
@@ -124,9 +132,14 @@ type ownerActor struct {
 	spent   int             // wakes spent since the last claimed user message
 	noticed map[string]bool // job ids already noticed: one notice per job, whatever mounts fire
 	stats   Stats
+
+	inspector *actor.PID // the supervision tree's, or nil
+	session   string
+	crashed   bool // a panic escaped Receive: the guardian stops the actor
 }
 
 func (o *ownerActor) Receive(c actor.Context) {
+	defer o.noteCrash()
 	switch m := c.Message().(type) {
 	case *Notice:
 		o.deliver(m)
@@ -167,7 +180,32 @@ func (o *ownerActor) Receive(c actor.Context) {
 		if o.watcher != nil {
 			c.Send(o.watcher, &Stopped{PID: c.Self()})
 		}
+	case *actor.Started, *actor.Stopped:
+		o.reportLifecycle(c)
 	}
+}
+
+// noteCrash records a panic escaping Receive, then lets it go on to the guardian.
+func (o *ownerActor) noteCrash() {
+	if v := recover(); v != nil {
+		o.crashed = true
+		panic(v)
+	}
+}
+
+// reportLifecycle tells the supervision tree of the owner's spawn and stop.
+func (o *ownerActor) reportLifecycle(c actor.Context) {
+	self := supervision.Ref{Kind: supervision.KindOwner, ID: c.Self().Id}
+	if _, started := c.Message().(*actor.Started); started {
+		supervision.Emit(c, o.inspector, supervision.Event{Kind: supervision.Spawned, Node: self,
+			Actor: c.Self().Id, Session: o.session})
+		return
+	}
+	cause := supervision.CauseTeardown
+	if o.crashed {
+		cause = supervision.CausePanic
+	}
+	supervision.Emit(c, o.inspector, supervision.Event{Kind: supervision.Stopped, Node: self, Cause: cause})
 }
 
 // deliver picks the lane (SPEC §3.8) and calls the surface.

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/supervision"
 )
 
 // Owner names the owner of a job as observers see it: the session id and the exact
@@ -128,6 +129,9 @@ type Config struct {
 	Now                       func() int64 // Unix milliseconds
 	Dispatcher                actor.Dispatcher
 	Watcher                   *job.Watcher
+	// Inspector receives the lifecycle events of the registry and its jobs (see
+	// lifecycle.go); nil sends none.
+	Inspector *actor.PID
 }
 
 // registryActor owns admission, ids, routing and listing, the observer layers and
@@ -153,6 +157,8 @@ type registryActor struct {
 	closed    bool // listeners closed: no onJobDone from now on
 	disposing *disposal
 	disposed  bool
+
+	life lifecycle // what the supervision tree is told (lifecycle.go)
 }
 
 type disposal struct {
@@ -173,6 +179,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		layers:      map[scope.ID][]*registration{},
 		agents:      map[string]*actor.PID{},
 		observers:   map[string][]chan<- getRes{},
+		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}
 }
 
@@ -240,6 +247,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		r.stopRequested(m)
 	case *job.Settled:
 		r.settled(c, m)
+	case *job.PlantedEarlyOutcome:
+		r.plantedAnnounce(m)
 	case *attachReq:
 		m.reply <- r.attach(m)
 	case *detachReq:
@@ -269,16 +278,24 @@ func (r *registryActor) Receive(c actor.Context) {
 		// Settled (sent from its Stopping handler) is already queued ahead of this
 		// self-sent check, which then finds the record settled.
 		id := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
-		if rec := r.idx.get(id); rec != nil && rec.live() {
-			c.Send(c.Self(), &jobGone{id: id})
+		if rec := r.idx.get(id); rec != nil && rec.live() && !r.life.stopping {
+			c.Send(c.Self(), &jobGone{id: id}) // which reports the stop after the settlement
+			return
+		} else if rec != nil {
+			r.plantedReleaseOnTerminated(rec)
 		}
+		r.jobStopped(c, id)
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+		r.ownLifecycle(c)
 	default:
 		r.receiveProto(c)
 	case *jobGone:
 		if rec := r.idx.get(m.id); rec != nil && rec.live() {
+			r.stopLanded(m.id, supervision.CauseNone)
 			r.commitSettlement(c, rec, job.Decision{Status: job.Failed, HasDetail: true,
 				Detail: "Error: job actor stopped before the job settled", Reported: rec.reported}, r.cfg.Now(), nil, nil)
 		}
+		r.jobStopped(c, m.id)
 	}
 }
 
@@ -415,6 +432,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	rec.pid = pid
 	r.idx.add(rec)
+	r.jobSpawned(c, rec)
 	r.fireChanged(oe)
 	return id, nil
 }
@@ -505,6 +523,7 @@ func (r *registryActor) stopRequested(m *job.StopRequested) {
 	if rec.live() {
 		rec.status = job.Stopping
 		rec.reported = m.Reported
+		r.stopLanded(rec.ID, stopCause(m))
 	}
 	if m.Kill != nil {
 		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: rec.snapshot()}
@@ -545,6 +564,7 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	if rec.out != nil {
 		rec.out.Seal() // appends made before the outcome are in; later ones are dropped
 	}
+	r.jobSettled(c, rec)
 	if rec.slot {
 		rec.slot = false
 		r.adm.Release(rec.ownerKey())
@@ -554,7 +574,7 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	}
 	c.Poison(pid)
 	r.fireChanged(rec.owner)
-	if !r.closed {
+	if !r.plantedAlreadyAnnounced(rec.ID) && !r.closed {
 		r.fireDone(rec)
 	}
 	for _, o := range r.observers[rec.ID] {

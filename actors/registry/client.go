@@ -30,8 +30,8 @@ type Client struct {
 // no longer runs it, so no caller waits forever on a reply that cannot come.
 func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Client, error) {
 	c := &Client{root: system.Root, stopped: stopped}
+	// The registry supervises its job actors itself (registryActor.HandleFailure).
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
-		actor.WithSupervisor(supervision.JobStrategy()),
 		actor.WithGuardian(supervision.RegistryStrategy()))
 	if cfg.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))

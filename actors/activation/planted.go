@@ -1,0 +1,73 @@
+package activation
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/session"
+)
+
+// Planted bugs of the continuation manager (TESTING.md's mutation check). Each is
+// compiled in but inert: only a test that installs a fault injector with
+// fault.Plant(name) turns it on. test/activation_suites shows its suites catch them.
+const (
+	// PlantedActivationWithoutClaim: a followup to a resident child does not use the
+	// Activation the directory claimed for it: it resumes the child cold, as if
+	// none were resident, and records the new Activation in place of the claimed
+	// one, which keeps running unclaimed. Two Activations of one session then live
+	// at once, each with its own epoch.
+	PlantedActivationWithoutClaim = "activation-without-claim"
+
+	// PlantedAuthzBySender: the parent-only check compares the parent of record with
+	// the sender the message claims (its source's SenderSessionID, which any caller
+	// sets) instead of the session of the exact live incarnation that sent it, so
+	// any live agent that claims to be the parent is let through.
+	PlantedAuthzBySender = "authz-by-sender"
+
+	// PlantedFIFOByMapIteration: the next turn is taken by ranging over the pending
+	// messages indexed by id — a map, whose iteration order Go randomizes — instead
+	// of from the head of the queue in acceptance order.
+	PlantedFIFOByMapIteration = "fifo-by-map-iteration"
+)
+
+// plantedResumeCold is PlantedActivationWithoutClaim: claimed is the child's
+// resident Activation, fully materialized and not closing. It is forgotten, not
+// disposed, and m cold-resumes the child as if it were absent.
+func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, claimed *entry) {
+	delete(d.acts, m.id)
+	delete(d.byAgent, claimed.agent.PID().Id)
+	e, err := d.materialize(c, m.id, m.parent, claimed.label)
+	if err != nil {
+		d.acts[m.id], d.byAgent[claimed.agent.PID().Id] = claimed, m.id
+		m.reply <- acceptRes{err: err}
+		return
+	}
+	e.starting = &pending{resume: m}
+	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+}
+
+// authorisedSession is the session a followup is authorised as: that of parent,
+// the exact live incarnation that sent it. With PlantedAuthzBySender planted, the
+// session its source claims.
+func authorisedSession(parent *owner.Agent, src session.Source) string {
+	if fault.Planted(PlantedAuthzBySender) && src.SenderSessionID != "" {
+		return src.SenderSessionID
+	}
+	return parent.Session()
+}
+
+// takeByMapIteration is PlantedFIFOByMapIteration's pick: the first message a
+// range over the pending messages by id yields, and the others in queue order.
+func takeByMapIteration(queue []session.InboxMessage) (session.InboxMessage, []session.InboxMessage) {
+	pending := make(map[string]int, len(queue))
+	for i, m := range queue {
+		pending[m.ID] = i
+	}
+	next := 0
+	for _, i := range pending {
+		next = i
+		break
+	}
+	return queue[next], append(queue[:next:next], queue[next+1:]...)
+}

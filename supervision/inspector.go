@@ -1,0 +1,359 @@
+package supervision
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// InspectorName is the name of the supervision actor (one per actor system).
+const InspectorName = "supervision"
+
+// maxRejections is how many refused events the inspector keeps for Stats.
+const maxRejections = 64
+
+// InspectorConfig configures the supervision actor. The zero value is valid.
+type InspectorConfig struct {
+	// Clock stamps each event's At. nil means time.Now.
+	Clock func() time.Time
+	// Logger receives a warning per refused event. nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// inspectorThroughput is how many messages the supervision actor handles before
+// its mailbox run yields the processor.
+const inspectorThroughput = 300
+
+// InspectorDecider decides for a failed supervision actor: resume. Its Tree applies
+// each event whole (a refused event changes nothing), and a restart would forget
+// the tree and every subscription.
+func InspectorDecider(reason any) actor.Directive { return actor.ResumeDirective }
+
+// Emit sends a lifecycle event to the inspector at to, from c (an actor's context,
+// so the event is ordered after everything c sent before). A nil to means there is
+// no inspector and nothing is sent. The inspector sets Seq and At.
+//
+// All events of one node must come from one sender, in the order they happened:
+// protoactor keeps each sender's messages in order, not messages across senders.
+func Emit(c actor.SenderContext, to *actor.PID, e Event) {
+	if to != nil {
+		c.Send(to, &e)
+	}
+}
+
+// Rejection is an event the tree refused: a bug in its sender. It was not numbered
+// and no subscriber saw it.
+type Rejection struct {
+	Event Event
+	Err   error
+}
+
+// Stats is the inspector's account of the events it received.
+type Stats struct {
+	Applied     uint64      // events accepted: the Seq of the last one
+	Rejected    uint64      // events refused
+	Rejections  []Rejection // the first refused events (at most 64)
+	Subscribers int         // live subscriptions, Go and wire
+}
+
+// Inspector is the handle to the supervision actor, which keeps troupe's own index
+// of the live supervision tree (protoactor has no tree API). Troupe's actors send it
+// their lifecycle events; it numbers them, applies them to its Tree and forwards
+// each, in order, to every subscription. It is safe for concurrent use.
+type Inspector struct {
+	root *actor.RootContext
+	pid  *actor.PID
+	gone chan struct{} // closed once the actor has stopped
+}
+
+// StartInspector spawns the supervision actor of system, named InspectorName.
+func StartInspector(system *actor.ActorSystem, cfg InspectorConfig) (*Inspector, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	in := &Inspector{root: system.Root, gone: make(chan struct{})}
+	a := &inspectorActor{cfg: cfg, tree: NewTree(), subs: map[string]*subscriber{}, gone: in.gone}
+	// Synchronized: the goroutine that sends an event to an idle inspector applies it
+	// (and whatever queues behind it) at once, instead of waking a worker for each
+	// event. The actor never blocks: it only applies, copies and forwards.
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)),
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inspectorThroughput)))
+	pid, err := system.Root.SpawnNamed(props, InspectorName)
+	if err != nil {
+		return nil, err
+	}
+	in.pid = pid
+	return in, nil
+}
+
+// PID is the supervision actor's address: where lifecycle events go, and where a
+// wire client sends TreeSnapshotRequest, TreeSubscribe and TreeUnsubscribe.
+func (in *Inspector) PID() *actor.PID {
+	if in == nil {
+		return nil
+	}
+	return in.pid
+}
+
+// InspectorOf returns the PID of system's supervision actor if it has one running
+// (a system made by troupe.New), else nil — for actors spawned with only the actor
+// system at hand.
+func InspectorOf(system *actor.ActorSystem) *actor.PID {
+	if _, ok := system.ProcessRegistry.GetLocal(InspectorName); !ok {
+		return nil
+	}
+	return actor.NewPID(system.Address(), InspectorName)
+}
+
+func errInspectorStopped() error {
+	return &messages.Error{Code: messages.CodeStopped, Message: "the supervision inspector is stopped (the troupe system is shut down)"}
+}
+
+// ask sends msg and waits for its one reply, ctx's end or the actor's stop.
+func ask[T any](ctx context.Context, in *Inspector, msg any, reply <-chan T) (T, error) {
+	in.root.Send(in.pid, msg)
+	select {
+	case v := <-reply:
+		return v, nil
+	case <-in.gone:
+		var zero T
+		return zero, errInspectorStopped()
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// Snapshot returns the live tree. It includes every event sent to the inspector
+// (Emit) before this call by the calling goroutine; events of other senders may
+// still be on their way.
+func (in *Inspector) Snapshot(ctx context.Context) (Snapshot, error) {
+	reply := make(chan Snapshot, 1)
+	return ask(ctx, in, &snapshotReq{reply: reply}, reply)
+}
+
+// Stats returns how many events were applied and refused, with the first refused.
+func (in *Inspector) Stats(ctx context.Context) (Stats, error) {
+	reply := make(chan Stats, 1)
+	return ask(ctx, in, &statsReq{reply: reply}, reply)
+}
+
+// Subscribe follows the tree: it returns a snapshot at some Seq N and a
+// subscription whose Events channel then delivers the events N+1, N+2… in order,
+// none lost or skipped, however slowly they are read (the subscription queues them
+// in its own actor's unbounded mailbox; neither the inspector nor any other actor
+// waits for the reader). The channel is closed after the last event once the
+// subscription ends: by Cancel (events not yet read are dropped) or by the
+// inspector's stop (the events queued before it are still delivered). Cancel
+// every subscription that is not read to its end.
+func (in *Inspector) Subscribe(ctx context.Context) (*Subscription, Snapshot, error) {
+	s := &Subscription{in: in, done: make(chan struct{})}
+	out := make(chan Event)
+	s.events = out
+	props := actor.PropsFromProducer(func() actor.Actor { return &subscriptionActor{out: out, done: s.done} })
+	pid := in.root.SpawnPrefix(props, InspectorName+"-sub-")
+	s.pid = pid
+	reply := make(chan Snapshot, 1)
+	snap, err := ask(ctx, in, &subscribeReq{pid: pid, reply: reply}, reply)
+	if err != nil {
+		s.Cancel()
+		return nil, Snapshot{}, err
+	}
+	return s, snap, nil
+}
+
+// Stop stops the supervision actor once the events already sent to it are applied
+// and forwarded, and waits until it has stopped or ctx ends. Subscriptions deliver
+// what they have queued, then close their channels. Idempotent.
+func (in *Inspector) Stop(ctx context.Context) error {
+	select {
+	case <-in.gone:
+		return nil
+	default:
+	}
+	in.root.Poison(in.pid)
+	select {
+	case <-in.gone:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Subscription is one follower of the tree (see Inspector.Subscribe).
+type Subscription struct {
+	in     *Inspector
+	pid    *actor.PID
+	events <-chan Event
+	done   chan struct{} // closed by Cancel: delivery stops
+	once   sync.Once
+}
+
+// Events delivers the events after the subscription's snapshot, in order. It is
+// closed once the subscription has ended.
+func (s *Subscription) Events() <-chan Event { return s.events }
+
+// Cancel ends the subscription: the inspector forgets it, events not yet received
+// are dropped, and Events is closed before Cancel returns. Idempotent.
+func (s *Subscription) Cancel() {
+	s.once.Do(func() {
+		reply := make(chan struct{}, 1)
+		_, _ = ask(context.Background(), s.in, &unsubscribeReq{pid: s.pid, reply: reply}, reply)
+		close(s.done)
+		_ = s.in.root.StopFuture(s.pid).Wait()
+	})
+}
+
+// The supervision actor's own messages (local values).
+type (
+	snapshotReq  struct{ reply chan<- Snapshot }
+	statsReq     struct{ reply chan<- Stats }
+	subscribeReq struct {
+		pid   *actor.PID
+		reply chan<- Snapshot
+	}
+	unsubscribeReq struct {
+		pid   *actor.PID
+		reply chan<- struct{}
+	}
+)
+
+// subscriber is a follower: a Go subscription's actor (sent *Event) or a wire
+// client (sent *messages.LifecycleEvent).
+type subscriber struct {
+	pid  *actor.PID
+	wire bool
+}
+
+// inspectorActor owns the Tree, the subscribers and the refused events; everything
+// here is touched only inside Receive.
+type inspectorActor struct {
+	cfg        InspectorConfig
+	tree       *Tree
+	subs       map[string]*subscriber // by PID id
+	order      []*subscriber          // subscription order: fan-out order
+	rejected   uint64
+	rejections []Rejection
+	gone       chan struct{}
+}
+
+func (a *inspectorActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *Event:
+		a.apply(c, m)
+	case *snapshotReq:
+		m.reply <- a.tree.Snapshot()
+	case *statsReq:
+		m.reply <- Stats{Applied: a.tree.Seq(), Rejected: a.rejected,
+			Rejections: append([]Rejection(nil), a.rejections...), Subscribers: len(a.order)}
+	case *subscribeReq:
+		a.subscribe(c, m.pid, false)
+		m.reply <- a.tree.Snapshot()
+	case *unsubscribeReq:
+		a.unsubscribe(c, m.pid)
+		m.reply <- struct{}{}
+	case *messages.TreeSnapshotRequest:
+		c.Respond(a.tree.Snapshot().Proto())
+	case *messages.TreeSubscribe:
+		if s := c.Sender(); s != nil && a.subs[s.Id] == nil {
+			a.subscribe(c, s, true)
+			c.Send(s, a.tree.Snapshot().Proto())
+		}
+	case *messages.TreeUnsubscribe:
+		if s := c.Sender(); s != nil {
+			a.unsubscribe(c, s)
+		}
+	case *actor.Terminated:
+		a.unsubscribe(c, m.Who)
+	case *actor.Stopping:
+		// Go subscriptions deliver what is queued, then stop (closing their channel).
+		for _, s := range a.order {
+			if !s.wire {
+				c.Poison(s.pid)
+			}
+		}
+	case *actor.Stopped:
+		close(a.gone)
+	}
+}
+
+// apply numbers e, applies it and forwards it to every subscriber; a refused event
+// is logged and kept for Stats. e is the sender's message, handed over: it is
+// numbered in place and the same value goes to every Go subscriber (read-only).
+func (a *inspectorActor) apply(c actor.Context, e *Event) {
+	e.Seq = a.tree.Seq() + 1
+	e.At = a.cfg.Clock()
+	if err := a.tree.Apply(*e); err != nil {
+		e.Seq = 0
+		a.rejected++
+		if len(a.rejections) < maxRejections {
+			a.rejections = append(a.rejections, Rejection{Event: *e, Err: err})
+		}
+		a.cfg.Logger.Warn(fmt.Sprintf("supervision: lifecycle event refused: %s", err.Error()))
+		return
+	}
+	var wire *messages.LifecycleEvent
+	for _, s := range a.order {
+		if !s.wire {
+			c.Send(s.pid, e)
+			continue
+		}
+		if wire == nil {
+			wire = e.Proto()
+		}
+		c.Send(s.pid, wire)
+	}
+}
+
+func (a *inspectorActor) subscribe(c actor.Context, pid *actor.PID, wire bool) {
+	s := &subscriber{pid: pid, wire: wire}
+	a.subs[pid.Id] = s
+	a.order = append(a.order, s)
+	c.Watch(pid)
+}
+
+func (a *inspectorActor) unsubscribe(c actor.Context, pid *actor.PID) {
+	s := a.subs[pid.Id]
+	if s == nil {
+		return
+	}
+	delete(a.subs, pid.Id)
+	for i, x := range a.order {
+		if x == s {
+			a.order = append(a.order[:i:i], a.order[i+1:]...)
+			break
+		}
+	}
+	c.Unwatch(pid)
+}
+
+// subscriptionActor hands the events of one Go subscription to its reader, one at
+// a time: its mailbox (unbounded) is the queue. It blocks on the reader, so it runs
+// on protoactor's goroutine-per-run dispatcher, never on a shared worker; done
+// (Cancel) unblocks it. Only it sends on out, and it closes out when it stops.
+type subscriptionActor struct {
+	out  chan<- Event
+	done <-chan struct{}
+}
+
+func (s *subscriptionActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *Event:
+		select {
+		case s.out <- *m:
+		case <-s.done:
+		}
+	case *actor.Stopped:
+		close(s.out)
+	}
+}

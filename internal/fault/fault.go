@@ -14,6 +14,10 @@
 //     decision is up to the Go scheduler.
 //  4. An installed injector also counts every hit of every point by name (Hits), so a
 //     test can assert exact counts (for example one settlement commit per job).
+//  5. Planted bugs survive nesting: an injector installed while another is installed
+//     also enables the bugs planted in the one it replaces, until it is restored. A
+//     mutation test plants a bug around a suite that installs its own (noise)
+//     injector, and the suite runs with the bug.
 package fault
 
 import (
@@ -72,8 +76,15 @@ func New(seed uint64, opts ...Option) *Injector {
 }
 
 // Install makes in the process's injector and returns a func that restores the
-// previous one. Tests that install injectors must not run in parallel.
+// previous one. Tests that install injectors must not run in parallel. The bugs
+// planted in the injector being replaced are planted in in as well (rule 5), so in
+// must not be installed while another goroutine installs one.
 func Install(in *Injector) (restore func()) {
+	if prev := current.Load(); prev != nil {
+		for name := range prev.planted {
+			in.planted[name] = true
+		}
+	}
 	prev := current.Swap(in)
 	return func() { current.Store(prev) }
 }

@@ -71,3 +71,28 @@ func BenchmarkYieldInactive(b *testing.B) {
 		fault.Yield("job.settle.before-decide")
 	}
 }
+
+// Rule 5: an injector installed inside another keeps the outer one's planted bugs
+// until it is restored; restoring brings back exactly the outer one.
+func TestNestedInjectorKeepsPlantedBugs(t *testing.T) {
+	outer := fault.New(1, fault.Plant("bug"))
+	restoreOuter := fault.Install(outer)
+	inner := fault.New(2, fault.YieldPercent(50), fault.Plant("own"))
+	restoreInner := fault.Install(inner)
+	require.True(t, fault.Planted("bug"), "the outer injector's bug")
+	require.True(t, fault.Planted("own"))
+	fault.Yield("p")
+	require.Equal(t, 1, inner.Hits("p"))
+	require.Zero(t, outer.Hits("p"))
+	restoreInner()
+	require.True(t, fault.Planted("bug"))
+	require.False(t, fault.Planted("own"), "the inner injector's bug went with it")
+	restoreOuter()
+	require.False(t, fault.Active())
+	require.False(t, fault.Planted("bug"))
+
+	// Nothing planted outside: the inner injector plants only its own.
+	restore := fault.Install(fault.New(3))
+	require.False(t, fault.Planted("bug"))
+	restore()
+}

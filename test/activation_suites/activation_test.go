@@ -21,7 +21,7 @@ import (
 // once, the activation settles between followups, so the storm races cold resumes
 // against disposals and re-activations.
 func TestActivationStormCold(t *testing.T) {
-	forSchedules(t, schedules(t, 150, 40), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 150, 40), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		activationStorm(t, m, seed, rng, false, noCrashes)
 	})
 }
@@ -30,7 +30,7 @@ func TestActivationStormCold(t *testing.T) {
 // first turn is held until the storm has been accepted): every followup must go to
 // the one live activation — no second activation, no re-activation.
 func TestActivationStormResident(t *testing.T) {
-	forSchedules(t, schedules(t, 150, 40), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 150, 40), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		activationStorm(t, m, seed, rng, true, noCrashes)
 	})
 }
@@ -45,7 +45,7 @@ func TestActivationStormResident(t *testing.T) {
 // Here the crashes come at turn boundaries (turn starts, before the write; turn
 // ends, before or after it), when no turn is in flight.
 func TestActivationStormCrashes(t *testing.T) {
-	forSchedules(t, schedules(t, 80, 20), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 80, 20), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		activationStorm(t, m, seed, rng, rng.IntN(2) == 0, crashAtTurnBoundaries)
 	})
 }
@@ -66,7 +66,7 @@ func TestActivationStormCrashes(t *testing.T) {
 // after it closes.
 func TestActivationStormCrashesMidTurn(t *testing.T) {
 	skipUnlessBugs(t, "a restarted Activation takes the new epoch before its predecessor's cancelled turn has returned: turns no longer overlap (the restart holds them), but the directory model still sees the old turn outlive its activation")
-	forSchedules(t, schedules(t, 20, 6), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 20, 6), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		activationStorm(t, m, seed, rng, rng.IntN(2) == 0, crashMidTurn)
 	})
 }
@@ -84,7 +84,7 @@ const (
 // Activation's restart intensity (more than 3 within 10 s stop it).
 const maxCrashes = 2
 
-func activationStorm(t *testing.T, m mode, seed uint64, rng *rand.Rand, resident bool, crashAt crashes) {
+func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident bool, crashAt crashes) {
 	crash := crashAt != noCrashes
 	w := newWorld(t, worldOpts{mode: m, seed: seed})
 	p := w.parent("P")
@@ -282,7 +282,7 @@ func activationStorm(t *testing.T, m mode, seed uint64, rng *rand.Rand, resident
 
 // requireDisjointTurns: the RunTurn calls of one session never overlap — one turn
 // at a time, whichever Activation (or incarnation of it) ran it.
-func requireDisjointTurns(t *testing.T, w *world, ids []string) {
+func requireDisjointTurns(t testing.TB, w *world, ids []string) {
 	t.Helper()
 	for _, id := range ids {
 		ts := w.runner.bySession(id)
@@ -296,7 +296,7 @@ func requireDisjointTurns(t *testing.T, w *world, ids []string) {
 // awaitAllEnded waits until each session's n accepted messages have all ended in
 // the store (a turn end, or recorded aborted by a crash). Each check reads the
 // store; turns end asynchronously, so it re-checks as the runner reports turns.
-func awaitAllEnded(t *testing.T, w *world, ids []string, n int) {
+func awaitAllEnded(t testing.TB, w *world, ids []string, n int) {
 	t.Helper()
 	eventually(t, func() bool {
 		for _, id := range ids {

@@ -25,7 +25,7 @@ import (
 // replaced by a same-session instance, kept live or disposed) all get UNAUTHORIZED,
 // whatever source they claim, and the turn runner never sees their messages.
 func TestAuthzResident(t *testing.T) {
-	forSchedules(t, schedules(t, 80, 20), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 80, 20), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		authzSchedule(t, m, seed, rng, true)
 	})
 }
@@ -35,7 +35,7 @@ func TestAuthzResident(t *testing.T) {
 // header on cold resumes — and, once the authorized followup has resumed a child,
 // against the resident Activation.
 func TestAuthzCold(t *testing.T) {
-	forSchedules(t, schedules(t, 80, 20), func(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+	forSchedules(t, schedules(t, 80, 20), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		authzSchedule(t, m, seed, rng, false)
 	})
 }
@@ -51,7 +51,7 @@ type sender struct {
 	agent *owner.Agent
 }
 
-func authzSchedule(t *testing.T, m mode, seed uint64, rng *rand.Rand, resident bool) {
+func authzSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident bool) {
 	w := newWorld(t, worldOpts{mode: m, seed: seed})
 	var hold chan struct{}
 	if resident {

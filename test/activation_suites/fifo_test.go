@@ -37,7 +37,7 @@ type sent struct {
 	err           error
 }
 
-func fifoSchedule(t *testing.T, m mode, seed uint64, rng *rand.Rand) {
+func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 	w := newWorld(t, worldOpts{mode: m, seed: seed})
 	p := w.parent("P")
 	sessions := 1 + rng.IntN(2)

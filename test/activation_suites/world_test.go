@@ -64,7 +64,7 @@ func schedules(t *testing.T, def, defRace int) int {
 // forSchedules runs n schedules of each mode as subtests, each with its own seed
 // derived from the run's seed (logged first). A failing subtest logs its rerun
 // command (harness.Seed's cleanup, with the subtest's anchored name).
-func forSchedules(t *testing.T, n int, run func(t *testing.T, m mode, seed uint64, rng *rand.Rand)) {
+func forSchedules(t *testing.T, n int, run func(t testing.TB, m mode, seed uint64, rng *rand.Rand)) {
 	seed := harness.Seed(t)
 	for _, m := range []mode{deterministic, stress} {
 		for i := range n {

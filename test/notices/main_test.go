@@ -11,6 +11,8 @@
 //     snapshot's `reported` at settlement (SPEC §1.3 rules 4–5);
 //   - each settled job's status, detail and claim are the ones SPEC predicts;
 //   - no job is noticed twice (and the owner actor never had to drop a duplicate);
+//   - no notice precedes its settlement's commit: a listing the surface queues at
+//     the registry as the notice arrives shows the job settled;
 //   - every notice reaches the exact incarnation that started the job (Rev A): never
 //     a same-session replacement, never an incarnation whose teardown claimed the
 //     job; a notice due before a teardown began is delivered before the actor stops;

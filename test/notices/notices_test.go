@@ -98,7 +98,7 @@ func TestNoticesRandomized(t *testing.T) {
 	}
 }
 
-func randomized(t *testing.T, seed uint64, rounds int, delivery jobtools.Delivery, d *harness.Dispatcher, noise func()) {
+func randomized(t testing.TB, seed uint64, rounds int, delivery jobtools.Delivery, d *harness.Dispatcher, noise func()) {
 	rng := rand.New(rand.NewPCG(seed, 0x6e6f7469636573)) // "notices"
 	wakes := int64(1 + rng.IntN(3))
 	t.Logf("config: %s delivery, maxConsecutiveWakes %d, %d rounds", delivery, wakes, rounds)

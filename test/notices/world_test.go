@@ -94,18 +94,25 @@ func (p *producer) run() (job.Hooks, error) {
 type note struct {
 	verb string
 	msg  owner.Message
+	read <-chan registry.ListResult // the session's jobs, listed as the notice arrived
 }
 
-// recorder is an incarnation's delivery surface: it records, never blocks, never fails.
+// recorder is an incarnation's delivery surface: it records, never blocks, never
+// fails. As an agent handed a notice may, it lists its jobs at once (the query is
+// queued at the registry before the surface returns; it is answered later): a
+// notice must not arrive before its settlement is committed.
 type recorder struct {
-	mu    sync.Mutex
-	notes []note
+	jobs    *registry.Client
+	session string
+	mu      sync.Mutex
+	notes   []note
 }
 
 func (r *recorder) add(verb string, m owner.Message) error {
+	n := note{verb: verb, msg: m, read: r.jobs.ListAsync(r.session)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.notes = append(r.notes, note{verb, m})
+	r.notes = append(r.notes, n)
 	return nil
 }
 
@@ -205,7 +212,7 @@ type totals struct {
 // world is one System: the agent registry mounted in the global scope, the job tools
 // mounted in a "preset" scope every incarnation is composed under.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	sys    *troupe.System
 	preset *scope.Scope
 	mount  *jobtools.Mount
@@ -222,7 +229,7 @@ type world struct {
 
 // newWorld starts a System (on a seeded dispatcher when d is non-nil) and mounts
 // the tools with cfg.
-func newWorld(t *testing.T, cfg jobtools.Config, d *harness.Dispatcher, noise func()) *world {
+func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise func()) *world {
 	t.Helper()
 	if d != nil {
 		t.Cleanup(func() { // registered first: runs after the System's shutdown
@@ -263,7 +270,8 @@ func (w *world) spawn(session string) *incarnation {
 	t := w.t
 	t.Helper()
 	w.incs++
-	inc := &incarnation{name: fmt.Sprintf("%s#%d", session, w.incs), session: session, surf: &recorder{}}
+	inc := &incarnation{name: fmt.Sprintf("%s#%d", session, w.incs), session: session,
+		surf: &recorder{jobs: w.sys.Jobs(), session: session}}
 	a, err := w.sys.NewAgent(w.preset, session, owner.Options{Surface: inc.surf})
 	require.NoError(t, err)
 	inc.agent = a
@@ -525,6 +533,7 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 			require.Equal(t, inc.name, j.owner.name, "notice for %s reached another incarnation", id)
 			require.False(t, j.claimed(), "%s: notice for claimed job %s (%s)", inc.name, id, j.end)
 			require.Equal(t, noticeText(j), n.msg.Text)
+			require.Empty(t, liveAt(t, n.read, id), "%s: notice for %s arrived while a read showed it live", inc.name, id)
 			require.Equal(t, owner.Source{Kind: "plugin", Plugin: "tool-jobs", Form: "notice",
 				Summary: "bash " + j.label + " " + statusLine(j)}, n.msg.Source)
 			require.Equal(t, "user", n.msg.Role)
@@ -560,6 +569,25 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 	require.Zero(t, w.total.duplicates)
 	require.Zero(t, w.total.stale)
 	return got
+}
+
+// liveAt returns job id's status in a listing if it is not settled, else "" (also
+// when the listing no longer has it: a teardown removed it after it settled).
+func liveAt(t testing.TB, read <-chan registry.ListResult, id string) string {
+	t.Helper()
+	var res registry.ListResult
+	select {
+	case res = <-read:
+	case <-time.After(replyBudget):
+		t.Fatalf("the listing taken at %s's notice never came", id)
+	}
+	require.NoError(t, res.Err)
+	for _, snap := range res.Jobs {
+		if snap.Id == id && !snap.Status.Terminal() {
+			return snap.Status.Name()
+		}
+	}
+	return ""
 }
 
 func groupOf(groups []*group, inc *incarnation) *group {

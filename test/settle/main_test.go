@@ -15,8 +15,9 @@
 // deterministic schedule replays its dispatcher's decisions from the seed, not
 // necessarily its whole interleaving (see harness.Dispatcher).
 //
-// TestSettleCatchesPlantedCheckThenAct is the mutation check: with
-// job.PlantedCheckThenActSettle planted the same schedules must fail.
+// The TestMutation_ tests are the mutation check (test/mutation): with a bug of
+// the catalogue planted (check-then-act settlement, double slot release) the
+// suite's schedules must fail, and the same schedules without it pass.
 //
 // Knobs: -seed / TROUPE_SEED (the run's seed), TROUPE_CHAOS_SCHEDULES (total
 // schedules, default 3,000, split between the modes), TROUPE_SCHEDULE (run only the

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
@@ -62,10 +64,10 @@ const (
 
 // schedule is one seeded run of the race.
 type schedule struct {
-	index   uint64
-	seed    uint64
-	mode    mode
-	planted bool
+	index uint64
+	seed  uint64
+	mode  mode
+	plant string // the planted bug (fault.Plant), "" for none
 }
 
 // verdict is what checking a schedule found.
@@ -404,8 +406,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // t.Fatal: the planted-bug test counts verdicts.
 func runSchedule(sc schedule) (v verdict) {
 	opts := []fault.Option{fault.YieldPercent(noisePct)}
-	if sc.planted {
-		opts = append(opts, fault.Plant(job.PlantedCheckThenActSettle))
+	if sc.plant != "" {
+		opts = append(opts, fault.Plant(sc.plant))
 	}
 	in := fault.New(sc.seed, opts...)
 	restore := fault.Install(in)
@@ -490,7 +492,7 @@ func runSchedule(sc schedule) (v verdict) {
 		close(gate)
 	}
 	budget := hangBudget
-	if sc.planted {
+	if sc.plant != "" {
 		budget = plantedBudget
 	}
 	if !waitFor(&ops, budget) {
@@ -617,8 +619,13 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 	if n, err := jobs.Waiters(jobA); err != nil || n != 0 {
 		v.failf("waiters pending after quiescence: %d, %v", n, err)
 	}
-	// The slot was released exactly once: the bucket holds only the bystander, so one
-	// more start fits and the next is refused.
+	// The slot was released exactly once, also counting what A's job actor's
+	// termination did: the bucket holds only the bystander, so one more start fits
+	// and the next is refused.
+	if err := w.awaitJobActorStopped(); err != nil {
+		v.failf("quiescence: %v", err)
+		return
+	}
 	probe := func() (string, error) {
 		p := troupetest.NewProducer()
 		p.Kind = "probe"
@@ -629,6 +636,38 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		v.failf("admission: a start after settlement failed (slot not released): %v", err)
 	} else if _, err := probe(); !errors.Is(err, messages.ErrCapacity) {
 		v.failf("admission: a second start was not refused (slot released twice): %v", err)
+	}
+}
+
+// awaitJobActorStopped waits until A's job actor has stopped (the registry poisons
+// it when it commits the settlement), watching it from an actor of the test's. Its
+// parent, the registry, is told of the termination in the same step as its
+// watchers, just after them: a registry request sent once this returns finds it
+// there (short of the stopping goroutine being descheduled between two sends for
+// as long as the request takes to arrive).
+func (w *world) awaitJobActorStopped() error {
+	reg := w.sys.Jobs().PID()
+	target := actor.NewPID(reg.Address, reg.Id+"/"+jobA)
+	stopped := make(chan struct{})
+	root := w.sys.Actors().Root
+	watcher := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			c.Watch(target)
+		case *actor.Terminated:
+			if m.Who.Equal(target) {
+				close(stopped)
+			}
+		}
+	}))
+	defer func() { _ = root.StopFuture(watcher).Wait() }()
+	timer := time.NewTimer(hangBudget)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("the job actor of %s still runs %v after its settlement", jobA, hangBudget)
 	}
 }
 

@@ -1,0 +1,4 @@
+package mutation
+
+// Summary is firstLine, for the tests.
+var Summary = firstLine

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -332,66 +331,102 @@ const memActivations = 1_000
 // counted: the Activation actor and its core (the restored history: the first
 // prompt; one parked message), the child's own agent (owner actor, scope,
 // registration) and the directory's entry. The store is bbolt (its pages are
-// mmapped, not heap) with syncs off, for speed only. Before the baseline:
-// protoactor's process registry is warmed up (warmProcessRegistry, as for the job
-// figures) and one child is started and settled. The "after" reading is taken once
-// every child's Status shows it parked and waiting. Reports B/activation and
-// goroutines/activation. One op is one whole measurement on a fresh System.
+// mmapped, not heap) with syncs off and no batch window, for speed only. Before
+// the baseline: protoactor's process registry is warmed up (warmProcessRegistry,
+// as for the job figures) and one child is started and settled. The "after"
+// reading is taken once every child is idle with its queue parked (awaitIdle).
+// Reports B/activation and goroutines/activation. One op is one whole measurement
+// on a fresh System.
 func BenchmarkMemoryIdleActivation(b *testing.B) {
 	b.ReportAllocs()
 	var per, gor float64
 	for i := 0; i < b.N; i++ {
-		s, err := session.OpenBolt(filepath.Join(b.TempDir(), fmt.Sprintf("mem-%d.db", i)))
-		require.NoError(b, err)
-		s.DB().NoSync = true
-		r := newContRig(b, s)
-		ctx := context.Background()
-		warmProcessRegistry(b, r.sys)
-		_, _, err = r.m.Start(ctx, r.parent, "spawn", "warm", "warm", subagent.Request{Prompt: "warm"})
-		require.NoError(b, err)
-		<-r.runner.started
-		r.awaitLive(b, 0)
-		ids := make([]string, memActivations)
-		for k := range ids {
-			ids[k] = "idle-" + strconv.Itoa(k)
-		}
-		g0 := runtime.NumGoroutine()
-		before := heapInUse()
-		for _, id := range ids {
-			if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
-				b.Fatal(err)
-			}
-			<-r.runner.held
-			if _, err := r.m.Followup(ctx, r.parent, id, "parked", coordinatorP); err != nil {
-				b.Fatal(err)
-			}
-			if err := r.m.Interrupt(id, activation.Authority{ParentSession: "P"}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, id := range ids {
-			deadline := time.Now().Add(settleBudget)
-			for {
-				st, ok := r.m.Status(id)
-				if !ok {
-					b.Fatalf("%s is not resident", id)
-				}
-				if st.Parked && st.Residency == activation.Waiting {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("%s: %+v, want parked and waiting", id, st)
-				}
-				runtime.Gosched()
-			}
-		}
-		after := heapInUse()
-		per += float64(after-before) / memActivations
-		gor += float64(runtime.NumGoroutine()-g0) / memActivations
-		runtime.KeepAlive(ids)
-		shutdown(b, r.sys)
-		require.NoError(b, s.Close())
+		p, g := idleActivationMemory(b, memActivations)
+		per += p
+		gor += g
 	}
 	b.ReportMetric(per/float64(b.N), "B/activation")
 	b.ReportMetric(gor/float64(b.N), "goroutines/activation")
 }
+
+// awaitIdle waits until n children of P are idle: resident and waiting. A child
+// whose message is queued waits only if its queue is parked (unparked, it would
+// run), so this is "every child parked". One List call reads every child (Status
+// copies the directory's whole live set on every call: O(n²) over n children).
+func (r *contRig) awaitIdle(b *testing.B, n int) {
+	b.Helper()
+	deadline := time.Now().Add(settleBudget)
+	for {
+		listed, err := r.m.List(r.parent, false)
+		require.NoError(b, err)
+		idle := 0
+		for _, l := range listed {
+			if l.Status == "idle" {
+				idle++
+			}
+		}
+		if idle == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d children idle, want %d", idle, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// idleActivationMemory is one measurement of BenchmarkMemoryIdleActivation with n
+// children, on a fresh System and bbolt file: it returns the heap plus stacks and
+// the goroutines per idle resident Activation (BenchmarkScaleActivations uses it
+// at 10k and 20k).
+func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64) {
+	b.Helper()
+	s, err := session.OpenBolt(filepath.Join(b.TempDir(), "mem.db"))
+	require.NoError(b, err)
+	s.DB().NoSync = true
+	// The children are made one at a time: no write has company to wait for, so
+	// bbolt's batch window (1 ms per Accept or Append) would only slow the build.
+	s.DB().MaxBatchDelay = 0
+	r := newContRig(b, s)
+	ctx := context.Background()
+	warmProcessRegistry(b, r.sys)
+	_, _, err = r.m.Start(ctx, r.parent, "spawn", "warm", "warm", subagent.Request{Prompt: "warm"})
+	require.NoError(b, err)
+	<-r.runner.started
+	r.awaitLive(b, 0)
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = "idle-" + strconv.Itoa(k)
+	}
+	g0 := runtime.NumGoroutine()
+	before := heapInUse()
+	for _, id := range ids {
+		if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
+			b.Fatal(err)
+		}
+		<-r.runner.held
+		if _, err := r.m.Followup(ctx, r.parent, id, "parked", coordinatorP); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.m.Interrupt(id, activation.Authority{ParentSession: "P"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.awaitIdle(b, n)
+	after := heapInUse()
+	bytesPer = float64(after-before) / float64(n)
+	goroutinesPer = float64(runtime.NumGoroutine()-g0) / float64(n)
+	runtime.KeepAlive(ids)
+	// The drain takes time quadratic in n (every Activation's stop is found by a
+	// scan of the directory's entries): 8 s at 10k on 2 busy cores, so the budget
+	// grows with n beyond settleBudget.
+	drain, cancel := context.WithTimeout(context.Background(), max(settleBudget, time.Duration(n)*drainPerActivation))
+	defer cancel()
+	require.NoError(b, r.sys.Shutdown(drain))
+	require.NoError(b, s.Close())
+	return bytesPer, goroutinesPer
+}
+
+// drainPerActivation is idleActivationMemory's shutdown budget per Activation
+// (3 ms: a minute for 20k).
+const drainPerActivation = 3 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -73,6 +74,11 @@ type (
 		produced []subagent.Message
 	}
 	agentGone struct{ err error }
+	// retire asks the directory to stop an Activation that can no longer run its
+	// session (its epoch was fenced, or its restore failed). The directory holds new
+	// operations for the session and poisons the Activation: every submit it had
+	// already forwarded is answered first, by the retired Activation, in mailbox order.
+	retire struct{ pid *actor.PID }
 )
 
 // Status is an activation's view for listings and tests.
@@ -125,9 +131,15 @@ type activationActor struct {
 
 	token  uint64                  // the running turn's token (stale ends are ignored)
 	cancel context.CancelCauseFunc // the running turn's cancel
+
+	retired error // non-nil once retiring: every request is answered with it
 }
 
 func (a *activationActor) Receive(c actor.Context) {
+	if a.retired != nil {
+		a.refuse(c.Message())
+		return
+	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.start(c)
@@ -171,6 +183,33 @@ func (a *activationActor) Receive(c actor.Context) {
 	}
 }
 
+// retire stops this Activation for good without losing an answer: it asks the
+// directory to poison it (see retire) and from now on answers every request with
+// ACTIVATION_FAILED. A plain Stop would drop the submits already in its mailbox,
+// and their callers would wait forever.
+func (a *activationActor) retire(c actor.Context, cause error) {
+	a.retired = messages.Errorf(CodeActivationFailed,
+		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.id, cause)
+	c.Send(a.dir, &retire{pid: c.Self()})
+}
+
+// refuse answers a request that reached a retired Activation; anything else
+// (turn ends, notices for its own loop, status probes) is dropped with it.
+func (a *activationActor) refuse(msg any) {
+	switch m := msg.(type) {
+	case *submit:
+		if m.reply != nil {
+			m.reply(acceptRes{err: a.retired})
+		}
+	case *interrupt:
+		m.reply(a.retired)
+	case *report:
+		m.reply(acceptRes{err: a.retired})
+	case *actor.Stopping, *actor.Restarting:
+		a.stopTurn(&Cancel{Kind: "parent"})
+	}
+}
+
 // start restores the session: history from the log, turns cut off by a crash
 // logged aborted, journaled messages that never ran queued in order. A restarted
 // incarnation takes a new epoch from the store first, fencing its predecessor.
@@ -197,7 +236,7 @@ func (a *activationActor) start(c actor.Context) {
 		var err error
 		if snap, err = a.m.deps.Store.Activate(context.Background(), a.c.id); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
-			c.Stop(c.Self()) // the directory cleans up on Terminated
+			a.retire(c, err)
 			return
 		}
 	}
@@ -274,7 +313,13 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 	}
 	msg, err := a.accept(m.content, m.source, false)
 	if err != nil {
-		m.reply(acceptRes{err: err})
+		if errors.Is(err, session.ErrStaleEpoch) { // another activation owns the session now
+			a.retire(c, err)
+			m.reply(acceptRes{err: a.retired})
+			return
+		}
+		m.reply(acceptRes{err: messages.Errorf(subagent.CodePersistenceUnavailable,
+			"subagent %q: the message could not be made durable (%v); it was not accepted", a.c.id, err)})
 		return
 	}
 	if !a.c.announce {
@@ -409,7 +454,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 		session.Entry{Kind: session.EntryMessage, Role: "user", Content: in.Content}); err != nil {
 		// A stale epoch: another activation owns the session now. Stop appending.
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
-		c.Stop(c.Self())
+		a.retire(c, err)
 		return
 	}
 	a.c.opened = true

@@ -198,6 +198,8 @@ func (d *directoryActor) Receive(c actor.Context) {
 		}
 	case *disposed:
 		d.release(c, m)
+	case *retire:
+		d.retire(c, m.pid)
 	case *drainReq:
 		d.draining = true
 		for id, e := range d.acts {
@@ -658,6 +660,20 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 		return
 	}
 	c.Send(pid, &owner.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})
+}
+
+// retire stops an Activation that asked to (its epoch was fenced or its restore
+// failed): admission to it closes — new operations wait in its entry and run again,
+// as a cold resume, once it has terminated — and it is poisoned, so the submits
+// already sent to it are answered (refused) before it stops.
+func (d *directoryActor) retire(c actor.Context, pid *actor.PID) {
+	for _, e := range d.acts {
+		if e.pid.Equal(pid) {
+			e.closing, e.forced = true, true
+			c.Poison(pid)
+			return
+		}
+	}
 }
 
 // terminated handles an Activation that stopped without completing a disposal (a

@@ -52,13 +52,14 @@ const (
 	CodeNotFound           Code = "job/not-found"         // unknown job id (and, for job.kill, a foreign one)
 	CodeForeign            Code = "job/foreign"           // the job belongs to another session
 	CodeInvalidWaitTimeout Code = "job/invalid-wait-timeout"
-	CodeWaitAborted        Code = "job/wait-aborted"  // the caller's context ended a pending wait
-	CodeCancelFailed       Code = "job/cancel-failed" // the producer's Cancel returned an error or panicked
-	CodeReadFailed         Code = "job/read-failed"   // the producer's ReadOutput returned an error or panicked
-	CodeDisposed           Code = "job/disposed"      // the jobs service has been disposed
-	CodeInvalidConfig      Code = "config/invalid"    // a Config value failed Validate
-	CodeScopeDisposed      Code = "scope/disposed"    // registration into a disposed Scope
-	CodeStopped            Code = "troupe/stopped"    // the system is shut down
+	CodeWaitAborted        Code = "job/wait-aborted"    // the caller's context ended a pending wait
+	CodeCancelFailed       Code = "job/cancel-failed"   // the producer's Cancel returned an error or panicked
+	CodeReadFailed         Code = "job/read-failed"     // the producer's ReadOutput returned an error or panicked
+	CodeDisposed           Code = "job/disposed"        // the jobs service has been disposed
+	CodeInvalidConfig      Code = "config/invalid"      // a Config value failed Validate
+	CodeScopeDisposed      Code = "scope/disposed"      // registration into a disposed Scope
+	CodeStopped            Code = "troupe/stopped"      // the system is shut down
+	CodeRegistryFailed     Code = "job/registry-failed" // the registry panicked handling the request (a bug); nothing was changed
 )
 
 // Error is troupe's one error type: a stable Code, the message text (SPEC's wording),
@@ -124,6 +125,7 @@ var (
 	ErrInvalidConfig      = &Error{Code: CodeInvalidConfig}
 	ErrScopeDisposed      = &Error{Code: CodeScopeDisposed}
 	ErrStopped            = &Error{Code: CodeStopped}
+	ErrRegistryFailed     = &Error{Code: CodeRegistryFailed}
 )
 
 // CodeOf returns the code of err if it is (or wraps) an *Error, else "".

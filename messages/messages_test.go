@@ -36,6 +36,7 @@ var sentinels = []struct {
 	{messages.CodeInvalidConfig, messages.ErrInvalidConfig},
 	{messages.CodeScopeDisposed, messages.ErrScopeDisposed},
 	{messages.CodeStopped, messages.ErrStopped},
+	{messages.CodeRegistryFailed, messages.ErrRegistryFailed},
 }
 
 type Code = messages.Code

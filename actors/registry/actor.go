@@ -151,6 +151,7 @@ type registryActor struct {
 
 	agentMounts int
 	agents      map[string]*actor.PID // session → registered instance
+	agentOf     map[string]string     // registered instance's PID Id → its session (agents reversed)
 
 	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
 
@@ -178,6 +179,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		controllers: map[scope.ID]int{},
 		layers:      map[scope.ID][]*registration{},
 		agents:      map[string]*actor.PID{},
+		agentOf:     map[string]string{},
 		observers:   map[string][]chan<- getRes{},
 		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}
@@ -190,8 +192,7 @@ func errDisposed() error {
 func (r *registryActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *startReq:
-		id, err := r.start(c, m.spec)
-		m.reply <- startRes{id: id, err: err}
+		r.startReq(c, m)
 	case *getReq:
 		rec, err := r.access(m.id, m.caller)
 		if err != nil {
@@ -263,9 +264,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case *teardownReq:
 		r.teardownOwner(c, m.key, m.reply)
 	case *owner.Stopped:
-		if p := r.agents[r.sessionOf(m.PID)]; p != nil && p.Equal(m.PID) {
-			delete(r.agents, r.sessionOf(m.PID))
-		}
+		r.unregisterAgent(r.sessionOf(m.PID), m.PID)
 		r.teardownOwner(c, m.PID.Id, nil)
 	case *removeOwner:
 		r.removeOwner(m.key)
@@ -299,16 +298,37 @@ func (r *registryActor) Receive(c actor.Context) {
 	}
 }
 
+// sessionOf returns the session of an owner PID: from its owner entry (it owns
+// jobs) or from the agent registry's reverse index; "" if it is neither.
 func (r *registryActor) sessionOf(pid *actor.PID) string {
 	if o := r.owners[pid.Id]; o != nil {
 		return o.session
 	}
-	for s, p := range r.agents {
-		if p.Equal(pid) {
+	if s, ok := r.agentOf[pid.Id]; ok {
+		if p := r.agents[s]; p != nil && p.Equal(pid) {
 			return s
 		}
 	}
 	return ""
+}
+
+// registerAgent makes pid the registered instance of session s, replacing (and
+// unindexing) any previous one.
+func (r *registryActor) registerAgent(s string, pid *actor.PID) {
+	if old := r.agents[s]; old != nil {
+		delete(r.agentOf, old.Id)
+	}
+	r.agents[s] = pid
+	r.agentOf[pid.Id] = s
+}
+
+// unregisterAgent removes pid from the agent registry if it is the instance
+// registered for s (a same-session replacement stays).
+func (r *registryActor) unregisterAgent(s string, pid *actor.PID) {
+	if p := r.agents[s]; p != nil && p.Equal(pid) {
+		delete(r.agents, s)
+		delete(r.agentOf, pid.Id)
+	}
 }
 
 // serves is the controller gate (SPEC §2.10): a global controller serves everyone;
@@ -329,6 +349,21 @@ func (r *registryActor) serves(chain []scope.ID) bool {
 const maxSafeInteger = 1<<53 - 1
 
 // start runs SPEC §2.2's preflight in order, then Run, then the registration commit.
+// startReq answers a start request, also when the registry fails on it: the panic
+// goes on to the guardian (which resumes the registry) after the caller is told.
+func (r *registryActor) startReq(c actor.Context, m *startReq) {
+	answered := false
+	defer func() {
+		if !answered {
+			m.reply <- startRes{err: messages.Errorf(messages.CodeRegistryFailed,
+				"the job registry failed while starting the job; nothing was started (the registry goes on)")}
+		}
+	}()
+	id, err := r.start(c, m.spec)
+	m.reply <- startRes{id: id, err: err}
+	answered = true
+}
+
 func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	if r.disposing != nil || r.disposed {
 		return "", errDisposed()
@@ -405,6 +440,25 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	id := r.adm.NextID(spec.Kind)
 	r.adm.Take(key)
+	// From here to the commit a panic (a bug; PointStartCrash in tests) must leave
+	// nothing half-registered: the slot is freed, the producer cancelled and its
+	// actor stopped; the id stays used (ids are never reused). The registry's
+	// guardian resumes it, and Receive answers the caller.
+	var pid *actor.PID
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		r.adm.Release(key)
+		if pid != nil {
+			c.Stop(pid)
+		}
+		_ = job.Protect(func() error { return hooks.Cancel(ReasonRegistryFailed) })
+	}()
+	if fault.Point(PointStartCrash) {
+		panic("jobs: planted crash in the middle of admission (" + PointStartCrash + ")")
+	}
 	rec := &record{
 		Meta: job.Meta{
 			ID: id, Kind: spec.Kind, Label: spec.Label, OutputLimitBytes: spec.OutputLimitBytes,
@@ -432,6 +486,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	rec.pid = pid
 	r.idx.add(rec)
+	committed = true
 	r.jobSpawned(c, rec)
 	r.fireChanged(oe)
 	return id, nil
@@ -673,6 +728,7 @@ func (r *registryActor) detach(token uint64) {
 	case regAgents:
 		if r.agentMounts--; r.agentMounts == 0 {
 			clear(r.agents)
+			clear(r.agentOf)
 		}
 	default:
 		l := r.layers[reg.scope]
@@ -693,9 +749,7 @@ func (r *registryActor) detach(token uint64) {
 func (r *registryActor) agent(m *agentReq) error {
 	s := m.agent.Session()
 	if m.unregister {
-		if p := r.agents[s]; p != nil && p.Equal(m.agent.PID()) {
-			delete(r.agents, s)
-		}
+		r.unregisterAgent(s, m.agent.PID())
 		return nil
 	}
 	if r.agentMounts == 0 {
@@ -704,7 +758,7 @@ func (r *registryActor) agent(m *agentReq) error {
 	if o := r.owners[m.agent.PID().Id]; o != nil && o.tornDown {
 		return messages.Errorf(messages.CodeOwnerNotLive, "agent %q has been torn down and cannot be registered again", s)
 	}
-	r.agents[s] = m.agent.PID()
+	r.registerAgent(s, m.agent.PID())
 	return nil
 }
 
@@ -830,6 +884,15 @@ func (r *registryActor) finishDispose() {
 // PointSettleCommit is the fault point at the start of every settlement commit: an
 // installed fault.Injector counts one hit per commit.
 const PointSettleCommit = "registry.settle.commit"
+
+// PointStartCrash is the fault point where the registry panics in the middle of an
+// admission: after the id and the slot are taken and the producer runs, before the
+// job is registered (TESTING.md's "registry restart mid-admission").
+const PointStartCrash = "registry.start.crash"
+
+// ReasonRegistryFailed is the cancel reason of a producer whose start the registry
+// failed to complete.
+const ReasonRegistryFailed = "job registry failed"
 
 // Texts whose verbatim prefix SPEC pins (§1.3 rule 23); the hint names troupe's API.
 const (

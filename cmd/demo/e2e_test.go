@@ -207,6 +207,44 @@ var streamChecks = []struct {
 	{"crash", checkCrashRestart},
 	{"restart", checkResumeAfterRestart},
 	{"histories", checkAllHistories},
+	{"lifecycle", checkLifecycle},
+}
+
+// checkLifecycle: the supervision tree's events agree with the jobs' — every job
+// started in a system is spawned, settled with the job's status, then stopped, in
+// that order — and every node present or spawned in a system is stopped by its
+// shutdown.
+func checkLifecycle(t require.TestingT, events []streamEvent) {
+	type node struct {
+		scenario string
+		system   int
+		who      string
+	}
+	seen := map[node][]string{} // lifecycle statuses in stream order
+	settledAs := map[node]string{}
+	for _, ev := range events {
+		if ev.Kind != "lifecycle" {
+			continue
+		}
+		n := node{ev.Scenario, ev.System, ev.Who}
+		seen[n] = append(seen[n], ev.Status)
+		if ev.Status == "settled" {
+			settledAs[n], _, _ = strings.Cut(ev.Detail, " ")
+		}
+	}
+	require.NotEmpty(t, seen, "no lifecycle events")
+	for _, ev := range events {
+		if ev.Kind != "job-settled" {
+			continue
+		}
+		n := node{ev.Scenario, ev.System, "job/" + ev.Job}
+		require.Equal(t, []string{"spawned", "settled", "stopped"}, seen[n], "lifecycle of %+v", n)
+		require.Equal(t, ev.Status, settledAs[n], "the tree's settlement of %+v", n)
+	}
+	for n, statuses := range seen {
+		require.Contains(t, []string{"present", "spawned"}, statuses[0], "%+v's first event", n)
+		require.Equal(t, "stopped", statuses[len(statuses)-1], "%+v outlived its system", n)
+	}
 }
 
 // checkAllHistories checks the history of every continuable child.

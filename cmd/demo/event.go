@@ -45,9 +45,11 @@ const (
 	KindPromise   Kind = "promise"            // promise: what was checked; ok; detail: what broke it
 	KindError     Kind = "error"              // text: why the scenario stopped early
 	KindSummary   Kind = "summary"            // summary
-	// KindLifecycle is reserved for the supervision tree's actor lifecycle events:
-	// who: the actor; status: what happened to it; detail: why. The timeline renders
-	// a kind it has no sentence for as "kind status detail text".
+	// KindLifecycle is the supervision tree's (System.Tree): who: the node (kind/id);
+	// status: present (in the tree when the demo subscribed) | spawned | settled |
+	// restarted | stopped; text: its parent (present, spawned); detail: a settled
+	// job's status (detail), cause …, or a stop's or restart's cause. Printed in the
+	// timeline only with --lifecycle.
 	KindLifecycle Kind = "lifecycle"
 )
 
@@ -98,6 +100,9 @@ type emitter struct {
 	start time.Time
 	json  bool
 	color bool
+	// lifecycle prints the supervision tree's lifecycle events in the timeline too
+	// (--lifecycle); --json always has them.
+	lifecycle bool
 
 	mu struct {
 		sync.Mutex
@@ -127,6 +132,9 @@ func (e *emitter) emit(ev Event) Event {
 			panic(err)
 		}
 		fmt.Fprintf(e.mu.out, "%s\n", line)
+		return ev
+	}
+	if ev.Kind == KindLifecycle && !e.lifecycle {
 		return ev
 	}
 	fmt.Fprintln(e.mu.out, e.render(ev))

@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("scenario", "", "run only the scenario `NAME` ("+strings.Join(names(), ", ")+"); default: all")
 	asJSON := fs.Bool("json", false, "print the event stream, one JSON object per line, instead of the timeline")
 	data := fs.String("data", defaultDataDir(), "keep the sessions file in `DIR`")
+	showTree := fs.Bool("lifecycle", false, "also print the supervision tree's lifecycle events in the timeline (--json always has them)")
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -75,6 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		color = colorOK(f)
 	}
 	out := newEmitter(stdout, *asJSON, color)
+	out.lifecycle = *showTree
 	out.emit(Event{Kind: KindRun, Path: path, Detail: fresh})
 	sum := Summary{Store: path, Scenarios: []string{}, Failed: []string{}}
 	for _, sc := range scenarios {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,17 @@ func TestStreamChecksCatchBrokenPromises(t *testing.T) {
 		check  func(require.TestingT, []streamEvent)
 		mutate func(*testing.T, []streamEvent) []streamEvent
 	}{
+		{"an actor that outlived its system", checkLifecycle, func(t *testing.T, evs []streamEvent) []streamEvent {
+			i := first(t, evs, func(ev streamEvent) bool {
+				return ev.Kind == "lifecycle" && strings.HasPrefix(ev.Who, "owner/") && ev.Status == "stopped"
+			})
+			return slices.Delete(evs, i, i+1)
+		}},
+		{"a job the tree settled otherwise", checkLifecycle, func(t *testing.T, evs []streamEvent) []streamEvent {
+			i := first(t, evs, func(ev streamEvent) bool { return ev.Kind == "lifecycle" && ev.Status == "settled" })
+			evs[i].Detail = "failed (panic), cause panic"
+			return evs
+		}},
 		{"a broken promise", checkSummary, func(t *testing.T, evs []streamEvent) []streamEvent {
 			evs[first(t, evs, func(ev streamEvent) bool { return ev.Kind == "promise" })].OK = ptr(false)
 			return evs

@@ -33,11 +33,18 @@ type stage struct {
 		m map[jobKey]string
 	}
 	broken []*brokenPromise // promises this scenario broke (only the scenario goroutine checks)
+
+	// trees follows each live system's supervision tree (newSystem to shutdown).
+	trees struct {
+		sync.Mutex
+		m map[*troupe.System]*lifecycle
+	}
 }
 
 func newStage(out *emitter, scenario, store string) *stage {
 	st := &stage{out: out, scenario: scenario, store: store}
 	st.causes.m = map[jobKey]string{}
+	st.trees.m = map[*troupe.System]*lifecycle{}
 	return st
 }
 
@@ -113,6 +120,14 @@ func (st *stage) newSystem() (*troupe.System, error) {
 	if err != nil {
 		return nil, err
 	}
+	lc, err := st.followTree(sys, gen)
+	if err != nil {
+		st.shutdown(sys)
+		return nil, err
+	}
+	st.trees.Lock()
+	st.trees.m[sys] = lc
+	st.trees.Unlock()
 	if _, err := sys.Jobs().OnJobDone(sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
 		st.emit(Event{Kind: KindJobSettle, System: gen, Who: o.Session, Job: s.Id, Status: s.Status.Name(),
 			Detail: s.GetDetail(), Cause: st.causeOf(gen, s.Id), Reported: ptr(s.Reported)})
@@ -134,6 +149,13 @@ func (st *stage) shutdown(sys *troupe.System) {
 	defer cancel()
 	if err := sys.Shutdown(ctx); err != nil {
 		st.emit(Event{Kind: KindLog, Who: "troupe", Status: "error", Text: "shutdown: " + err.Error()})
+	}
+	st.trees.Lock()
+	lc := st.trees.m[sys]
+	delete(st.trees.m, sys)
+	st.trees.Unlock()
+	if lc != nil {
+		st.finishTree(lc)
 	}
 	st.emit(Event{Kind: KindSystem, Status: "shut down"})
 }

@@ -231,69 +231,167 @@ const (
 // Tree is the pure index of the live supervision tree: it applies lifecycle events
 // in sequence and answers snapshots. It has no goroutines and no clock; it is not
 // safe for concurrent use (the inspector actor owns one).
+//
+// It holds one entry per live node, and a live job is a node, so the layout is
+// kept small: the nodes of each kind sit in their own map keyed by id (no Ref key),
+// and what most nodes never have (a settlement, a restart, an actor id that is not
+// protoactor's child naming) lives in an extra record allocated only when needed.
 type Tree struct {
-	seq   uint64
-	nodes map[Ref]*entry
+	seq    uint64
+	kinds  []Kind              // kind index → kind
+	kindOf map[Kind]uint32     // kind → its index in kinds and byKind
+	byKind []map[string]*entry // per kind index: live nodes by id
+	live   int                 // live nodes
 }
 
-// entry is a live node, kept compact: the tree holds one per live job.
+// entry is a live node: 64 bytes, plus extra for the few nodes that need it.
 type entry struct {
-	ref      Ref
-	parent   *entry // nil: the system root
-	actor    string
+	id       string
 	session  string
-	settled  *settlement // nil while running
+	parent   *entry // nil: the system root
+	extra    *extra // nil: running, never restarted, actor id derived (a top-level node never derives it)
 	spawned  uint64
-	restarts uint32
+	kind     uint32 // index into Tree.kinds
 	children uint32 // live children
 }
 
-type settlement struct {
-	status, detail string
-	cause          Cause
+// extra is what a node has only once it settles or restarts, or when its actor id
+// is not its parent's actor id + "/" + its id.
+type extra struct {
+	actor    string
+	ownActor bool // actor is the node's actor id (else it is derived)
+	restarts uint32
+	cause    Cause
+	status   string // "" while running
+	detail   string
 }
 
-func (e *entry) node() Node {
-	n := Node{Ref: e.ref, Actor: e.actor, Session: e.session, Status: StatusRunning,
-		Restarts: int(e.restarts), Spawned: e.spawned}
-	if e.parent != nil {
-		n.Parent = e.parent.ref
+// childActor reports whether actor is the id protoactor gives a child named id of
+// the node p (p's actor id + "/" + id), which the entry then need not store.
+func childActor(p *entry, id, actor string) bool {
+	if p == nil {
+		return false
 	}
-	if st := e.settled; st != nil {
-		n.Status, n.Cause, n.Detail = st.status, st.cause, st.detail
+	prefix, ok := cutChild(actor, id)
+	return ok && p.hasActor(prefix)
+}
+
+// cutChild returns actor without its suffix "/" + id, if it has it.
+func cutChild(actor, id string) (string, bool) {
+	n := len(actor) - len(id) - 1
+	if n < 0 || actor[n] != '/' || actor[n+1:] != id {
+		return "", false
+	}
+	return actor[:n], true
+}
+
+// hasActor reports whether e's actor id is s, without building it.
+func (e *entry) hasActor(s string) bool {
+	if x := e.extra; x != nil && x.ownActor {
+		return x.actor == s
+	}
+	prefix, ok := cutChild(s, e.id)
+	return ok && e.parent.hasActor(prefix)
+}
+
+// actor returns e's protoactor process id (built anew when derived: snapshots
+// are rare, live nodes many).
+func (e *entry) actor() string {
+	if x := e.extra; x != nil && x.ownActor {
+		return x.actor
+	}
+	return e.parent.actor() + "/" + e.id
+}
+
+func (e *entry) more() *extra {
+	if e.extra == nil {
+		e.extra = &extra{}
+	}
+	return e.extra
+}
+
+func (e *entry) settled() bool { return e.extra != nil && e.extra.status != "" }
+
+func (t *Tree) ref(e *entry) Ref { return Ref{Kind: t.kinds[e.kind], ID: e.id} }
+
+func (t *Tree) node(e *entry) Node {
+	n := Node{Ref: t.ref(e), Actor: e.actor(), Session: e.session, Status: StatusRunning, Spawned: e.spawned}
+	if e.parent != nil {
+		n.Parent = t.ref(e.parent)
+	}
+	if x := e.extra; x != nil {
+		n.Restarts = int(x.restarts)
+		if x.status != "" {
+			n.Status, n.Cause, n.Detail = x.status, x.cause, x.detail
+		}
 	}
 	return n
 }
 
+// get returns the live node named r, or nil.
+func (t *Tree) get(r Ref) *entry {
+	k, ok := t.kindOf[r.Kind]
+	if !ok {
+		return nil
+	}
+	return t.byKind[k][r.ID]
+}
+
+// add makes a live node of r (which must not be live) under parent.
+func (t *Tree) add(r Ref, parent *entry, actor, session string, spawned uint64) *entry {
+	k, ok := t.kindOf[r.Kind]
+	if !ok {
+		k = uint32(len(t.kinds))
+		t.kindOf[r.Kind] = k
+		t.kinds = append(t.kinds, r.Kind)
+		t.byKind = append(t.byKind, map[string]*entry{})
+	}
+	e := &entry{id: r.ID, parent: parent, session: session, spawned: spawned, kind: k}
+	if !childActor(parent, r.ID, actor) {
+		e.more().actor, e.extra.ownActor = actor, true
+	}
+	t.byKind[k][r.ID] = e
+	t.live++
+	if parent != nil {
+		parent.children++
+	}
+	return e
+}
+
 // NewTree returns an empty tree at Seq 0.
-func NewTree() *Tree { return &Tree{nodes: map[Ref]*entry{}} }
+func NewTree() *Tree { return &Tree{kindOf: map[Kind]uint32{}} }
 
 // TreeOf returns the tree a snapshot shows, at its Seq, to fold later events into.
 // A snapshot with a node whose parent is absent, or a node twice, is refused.
 func TreeOf(s Snapshot) (*Tree, error) {
-	t := &Tree{seq: s.Seq, nodes: make(map[Ref]*entry, len(s.Nodes))}
+	t := NewTree()
+	t.seq = s.Seq
 	for _, n := range s.Nodes {
 		if n.Ref.IsRoot() || n.Kind == "" || n.ID == "" {
 			return nil, messages.Errorf(CodeBadEvent, "snapshot node %q has no kind or id", n.Ref)
 		}
-		if t.nodes[n.Ref] != nil {
+		if t.get(n.Ref) != nil {
 			return nil, messages.Errorf(CodeDuplicate, "snapshot has node %s twice", n.Ref)
 		}
-		e := &entry{ref: n.Ref, actor: n.Actor, session: n.Session, spawned: n.Spawned, restarts: uint32(n.Restarts)}
-		if n.Status != StatusRunning {
-			e.settled = &settlement{status: n.Status, detail: n.Detail, cause: n.Cause}
+		// Parents are linked below; the actor id is kept whole until then.
+		e := t.add(n.Ref, nil, n.Actor, n.Session, n.Spawned)
+		if n.Restarts != 0 {
+			e.more().restarts = uint32(n.Restarts)
 		}
-		t.nodes[n.Ref] = e
+		if n.Status != StatusRunning {
+			x := e.more()
+			x.status, x.detail, x.cause = n.Status, n.Detail, n.Cause
+		}
 	}
 	for _, n := range s.Nodes {
 		if n.Parent.IsRoot() {
 			continue
 		}
-		p := t.nodes[n.Parent]
+		p := t.get(n.Parent)
 		if p == nil {
 			return nil, messages.Errorf(CodeUnknownParent, "snapshot node %s has parent %s, which is not in the snapshot", n.Ref, n.Parent)
 		}
-		t.nodes[n.Ref].parent = p
+		t.get(n.Ref).parent = p
 		p.children++
 	}
 	return t, nil
@@ -303,7 +401,7 @@ func TreeOf(s Snapshot) (*Tree, error) {
 func (t *Tree) Seq() uint64 { return t.seq }
 
 // Len returns the number of live nodes.
-func (t *Tree) Len() int { return len(t.nodes) }
+func (t *Tree) Len() int { return t.live }
 
 // Apply applies e, which must carry Seq = t.Seq()+1. A refused event changes
 // nothing (Seq included) and returns a coded error: CodeOutOfSequence, CodeBadEvent,
@@ -333,62 +431,71 @@ func (t *Tree) Apply(e Event) error {
 }
 
 func (t *Tree) spawn(e Event) error {
-	if t.nodes[e.Node] != nil {
+	if t.get(e.Node) != nil {
 		return messages.Errorf(CodeDuplicate, "event %s: %s is already live", e, e.Node)
 	}
 	var parent *entry
 	if !e.Parent.IsRoot() {
-		if parent = t.nodes[e.Parent]; parent == nil {
+		if parent = t.get(e.Parent); parent == nil {
 			return messages.Errorf(CodeUnknownParent, "event %s: parent %s is not live", e, e.Parent)
 		}
-		parent.children++
 	}
-	t.nodes[e.Node] = &entry{ref: e.Node, parent: parent, actor: e.Actor, session: e.Session, spawned: e.Seq}
+	t.add(e.Node, parent, e.Actor, e.Session, e.Seq)
 	return nil
 }
 
 func (t *Tree) change(e Event) error {
-	n := t.nodes[e.Node]
+	n := t.get(e.Node)
 	if n == nil {
 		return messages.Errorf(CodeUnknownNode, "event %s: %s is not live", e, e.Node)
 	}
 	switch e.Kind {
 	case Restarted:
-		n.restarts++
+		n.more().restarts++
 	case Settled:
 		if e.Status == "" || e.Status == StatusRunning {
 			return messages.Errorf(CodeBadEvent, "event %s: a settlement needs a terminal status", e)
 		}
-		if n.settled != nil {
-			return messages.Errorf(CodeSettledTwice, "event %s: %s already settled %s", e, e.Node, n.settled.status)
+		if n.settled() {
+			return messages.Errorf(CodeSettledTwice, "event %s: %s already settled %s", e, e.Node, n.extra.status)
 		}
-		n.settled = &settlement{status: e.Status, detail: e.Detail, cause: e.Cause}
+		x := n.more()
+		x.status, x.detail, x.cause = e.Status, e.Detail, e.Cause
 	case Stopped:
 		if n.children > 0 {
 			return messages.Errorf(CodeOrphans, "event %s: %s still has %d live children", e, e.Node, n.children)
 		}
-		if n.parent != nil {
-			n.parent.children--
-		}
-		delete(t.nodes, e.Node)
+		t.remove(n)
 	}
 	return nil
 }
 
+// remove drops the live node n, which has no live children (so no entry derives
+// its actor id from n's any more).
+func (t *Tree) remove(n *entry) {
+	if n.parent != nil {
+		n.parent.children--
+	}
+	delete(t.byKind[n.kind], n.id)
+	t.live--
+}
+
 // Snapshot returns the live tree (see Snapshot for the order).
 func (t *Tree) Snapshot() Snapshot {
-	byParent := make(map[*entry][]*entry, len(t.nodes)/2+1)
-	for _, e := range t.nodes {
-		byParent[e.parent] = append(byParent[e.parent], e)
+	byParent := make(map[*entry][]*entry, t.live/2+1)
+	for _, nodes := range t.byKind {
+		for _, e := range nodes {
+			byParent[e.parent] = append(byParent[e.parent], e)
+		}
 	}
 	for _, kids := range byParent {
 		slices.SortFunc(kids, func(a, b *entry) int { return cmp.Compare(a.spawned, b.spawned) })
 	}
-	out := Snapshot{Seq: t.seq, Nodes: make([]Node, 0, len(t.nodes))}
+	out := Snapshot{Seq: t.seq, Nodes: make([]Node, 0, t.live)}
 	var walk func(*entry)
 	walk = func(p *entry) {
 		for _, e := range byParent[p] {
-			out.Nodes = append(out.Nodes, e.node())
+			out.Nodes = append(out.Nodes, t.node(e))
 			walk(e)
 		}
 	}

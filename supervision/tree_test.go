@@ -254,7 +254,14 @@ func TestTreeMatchesNaiveModel(t *testing.T) {
 				Status: rapid.SampledFrom([]string{"", supervision.StatusRunning, "completed", "failed"}).Draw(rt, "status"),
 			}
 			if e.Kind == supervision.Spawned {
-				e.Actor = "pid-" + e.Node.ID
+				// Actor ids as protoactor names children (the parent's + "/" + id, at any
+				// depth), which the tree derives instead of storing, and others.
+				parentActor := "pid-" + e.Parent.ID
+				if p, ok := tr.Snapshot().Node(e.Parent); ok {
+					parentActor = p.Actor
+				}
+				e.Actor = rapid.SampledFrom([]string{"pid-" + e.Node.ID, "", parentActor + "/" + e.Node.ID,
+					"other/" + e.Node.ID, parentActor + "/"}).Draw(rt, "actor")
 				e.Session = rapid.SampledFrom([]string{"", "alice"}).Draw(rt, "session")
 			}
 			e.Seq = tr.Seq() + 1

@@ -33,6 +33,11 @@ type Shared struct {
 // and protoactor calls the producer synchronously inside the spawn, so a Spawner
 // must be used by one goroutine at a time (the registry actor). Job actors are
 // never restarted (supervision stops them), so the producer never runs later.
+//
+// Their mailbox is protoactor's lock-free unbounded one: a job actor gets a handful
+// of messages in its life, and the default mailbox's ring buffer (goring: 10 slots,
+// ~250 B with its headers) was held by every live job, where the linked queue
+// holds one 24-B node.
 type Spawner struct {
 	props  *actor.Props
 	staged *Config
@@ -44,15 +49,16 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 	s.props = actor.PropsFromProducer(func() actor.Actor {
 		cfg := s.staged
 		s.staged = nil
-		return &jobActor{cfg: cfg, core: NewCore()}
-	})
+		return &jobActor{cfg: *cfg, core: NewCore()}
+	}, actor.WithMailbox(actor.UnboundedLockfree()))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
 	}
 	return s
 }
 
-// Spawn starts the actor of one live job as a child of c, named name.
+// Spawn starts the actor of one live job as a child of c, named name. The actor
+// keeps a copy of *cfg (one allocation per job, not two); cfg is not retained.
 func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, error) {
 	s.staged = cfg
 	defer func() { s.staged = nil }()
@@ -63,7 +69,7 @@ func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, 
 // Once settled it hands the job to the registry (Settled) and forwards anything it
 // still receives there; the registry poisons it after committing.
 type jobActor struct {
-	cfg       *Config
+	cfg       Config // by value: a separate Config was another 48 B per live job
 	core      Core
 	waits     map[uint64]*Wait // allocated on the first wait
 	handedOff bool
@@ -81,20 +87,7 @@ func (a *jobActor) Receive(c actor.Context) {
 	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		root, self := c.ActorSystem().Root, c.Self()
-		deliver := func(o Outcome, ok bool) { root.Send(self, &doneMsg{o: o, ok: ok}) }
-		if fault.Planted(PlantedCheckThenActSettle) {
-			p := newPlantedFastSettle(a, root, self)
-			setPlanted(a, p)
-			deliver = p.deliver
-		}
-		if fault.Planted(PlantedNoticeBeforeCommit) {
-			deliver = plantedNoticeFirst(a.cfg, root, deliver)
-		}
-		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, func(o Outcome, ok bool) {
-			fault.Yield("job.done.deliver")
-			deliver(o, ok)
-		})
+		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
 	case *doneMsg:
 		o, violation := CheckOutcome(m.o, m.ok)
 		if violation != "" && a.core.Live() {
@@ -182,6 +175,33 @@ func (a *jobActor) Receive(c actor.Context) {
 			a.watch.Remove()
 			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"}, false)
 		}
+	}
+}
+
+// deliverer returns the Done watcher's callback for this job, which forwards the
+// producer's outcome to the job actor. It is held while the job lives, so the
+// production path is a single closure (of root and self); the planted bugs wrap it.
+func (a *jobActor) deliverer(c actor.Context) func(Outcome, bool) {
+	root, self := c.ActorSystem().Root, c.Self()
+	fast, noticeFirst := fault.Planted(PlantedCheckThenActSettle), fault.Planted(PlantedNoticeBeforeCommit)
+	if !fast && !noticeFirst {
+		return func(o Outcome, ok bool) {
+			fault.Yield("job.done.deliver")
+			root.Send(self, &doneMsg{o: o, ok: ok})
+		}
+	}
+	deliver := func(o Outcome, ok bool) { root.Send(self, &doneMsg{o: o, ok: ok}) }
+	if fast {
+		p := newPlantedFastSettle(a, root, self)
+		setPlanted(a, p)
+		deliver = p.deliver
+	}
+	if noticeFirst {
+		deliver = plantedNoticeFirst(&a.cfg, root, deliver)
+	}
+	return func(o Outcome, ok bool) {
+		fault.Yield("job.done.deliver")
+		deliver(o, ok)
 	}
 }
 

@@ -23,10 +23,10 @@ type Watcher struct {
 	wg sync.WaitGroup
 }
 
-// Watch is one watched channel (and its handle).
+// Watch is the handle of one watched channel (24 B: it lives as long as its job;
+// the channel itself goes to the shard in the add message).
 type Watch struct {
 	sh      *shard
-	ch      reflect.Value
 	deliver func(Outcome, bool)
 	removed atomic.Bool
 }
@@ -37,11 +37,22 @@ type shard struct {
 	ctl chan shardCtl
 }
 
-// shardCtl is an add, a stop, or (neither) a poke: "look for removed entries".
+// shardCtl is an add (add and done set), a stop (add is stopShard), or a poke
+// (the zero value): "look for removed entries". 16 B: a shard's control buffer is
+// shardSize+1 of them.
 type shardCtl struct {
 	add  *Watch
-	stop bool
+	done <-chan Outcome
 }
+
+// stopShard is the add value of a stop message.
+var stopShard = new(Watch)
+
+// ctlRoom is a shard's control buffer: at most shardSize adds are outstanding (a
+// shard holds at most shardSize watches, counted from Add until released), plus
+// Close's stop. Pokes never block (Remove drops one when the buffer is full; the
+// shard sweeps after every control message anyway).
+const ctlRoom = shardSize + 1
 
 // NewWatcher returns an empty watcher.
 func NewWatcher() *Watcher { return &Watcher{} }
@@ -62,15 +73,15 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 		}
 	}
 	if sh == nil {
-		sh = &shard{w: w, ctl: make(chan shardCtl, 2*shardSize+1)}
+		sh = &shard{w: w, ctl: make(chan shardCtl, ctlRoom)}
 		w.mu.shards = append(w.mu.shards, sh)
 		w.wg.Add(1)
 		go sh.run()
 	}
 	sh.n++
-	e := &Watch{sh: sh, ch: reflect.ValueOf(done), deliver: deliver}
+	e := &Watch{sh: sh, deliver: deliver}
 	w.mu.Unlock()
-	sh.ctl <- shardCtl{add: e} // room: at most shardSize adds are outstanding per shard
+	sh.ctl <- shardCtl{add: e, done: done} // room: see ctlRoom
 	return e
 }
 
@@ -87,16 +98,21 @@ func (wt *Watch) Remove() {
 	}
 }
 
-// Close stops every shard and waits for them; later Adds return nil.
+// Close stops every shard and waits for them; later Adds return nil. The stops
+// are sent outside the lock: a shard whose control buffer is full may be waiting
+// for the lock (release) before it can take another message. Once closed, no shard
+// exits on its own, so each one listed gets its stop.
 func (w *Watcher) Close() {
 	w.mu.Lock()
+	var shards []*shard
 	if !w.mu.closed {
 		w.mu.closed = true
-		for _, s := range w.mu.shards {
-			s.ctl <- shardCtl{stop: true}
-		}
+		shards = w.mu.shards
 	}
 	w.mu.Unlock()
+	for _, s := range shards {
+		s.ctl <- shardCtl{add: stopShard}
+	}
 	w.wg.Wait()
 }
 
@@ -134,12 +150,12 @@ func (s *shard) run() {
 		chosen, v, ok := reflect.Select(cases)
 		if chosen == 0 {
 			ctl := v.Interface().(shardCtl)
-			if ctl.stop {
+			if ctl.add == stopShard {
 				return
 			}
 			if ctl.add != nil {
 				entries = append(entries, ctl.add)
-				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: ctl.add.ch})
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctl.done)})
 			}
 		} else {
 			e := entries[chosen-1]

@@ -35,7 +35,7 @@ type plantedFastSettle struct {
 }
 
 func newPlantedFastSettle(a *jobActor, root *actor.RootContext, self *actor.PID) *plantedFastSettle {
-	p := &plantedFastSettle{cfg: a.cfg, root: root, self: self}
+	p := &plantedFastSettle{cfg: &a.cfg, root: root, self: self}
 	p.publish(a)
 	return p
 }

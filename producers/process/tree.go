@@ -194,13 +194,23 @@ func (t *tree) track(pid int) {
 	}
 }
 
-// signal sends sig to the group and to every live process of the job.
+// signal sends sig to the group and to every live process of the job. It scans
+// before signalling the group too: a member the signal kills orphans its children,
+// and an orphan caught mid-exec (its environment unreadable) could then be claimed
+// by nothing — while its parent lives it is claimed by descent.
 func (t *tree) signal(sig syscall.Signal) {
+	sent := map[int]bool{}
+	for _, p := range t.scan() {
+		sent[p.pid] = true
+		_ = syscall.Kill(p.pid, sig)
+	}
 	if t.pgid > 0 {
 		_ = syscall.Kill(-t.pgid, sig)
 	}
 	for _, p := range t.scan() {
-		_ = syscall.Kill(p.pid, sig)
+		if !sent[p.pid] {
+			_ = syscall.Kill(p.pid, sig)
+		}
 	}
 }
 

@@ -72,7 +72,11 @@ type (
 		quiet   bool
 		reply   chan<- acceptRes
 	}
-	liveReq  struct{ reply chan<- map[string]liveEntry }
+	// liveReq asks for the resident entries of ids (one lookup each).
+	liveReq struct {
+		ids   []string
+		reply chan<- map[string]liveEntry
+	}
 	drainReq struct {
 		reply chan<- struct{}
 	}
@@ -101,6 +105,9 @@ type (
 		last     string
 	}
 	gaugeReq struct{ reply chan<- int }
+	// inspectReq runs fn on the directory's goroutine, between two messages (the
+	// package's tests read its indexes with it).
+	inspectReq struct{ fn func(*directoryActor) }
 )
 
 // liveEntry is a resident Activation as the directory reports it.
@@ -154,10 +161,16 @@ type drainWait struct {
 // on an Activation (a crashed one could not answer); continuations come back as
 // messages, and operations on a child that is starting or closing wait in its entry
 // (the per-child lock, SPEC §1.3 rule 38).
+//
+// Its indexes are kept in step by index and unindex, the only places that add or
+// remove an entry: every step that finds an entry by its Activation, its child
+// agent or its parent agent is a map lookup, never a scan of every entry.
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
-	byAgent  map[string]string // child agent PID Id → child id
+	byAgent  map[string]string            // child agent PID Id → child id
+	byPID    map[string]*entry            // Activation PID Id → its entry
+	kids     map[string]map[string]*entry // parent agent PID Id → child id → entry
 	draining bool
 	below    map[string]string // parent PID Id → its session: drains below exact parents
 	waits    []*drainWait
@@ -184,9 +197,11 @@ func (d *directoryActor) Receive(c actor.Context) {
 		reply := m.reply
 		c.Send(d.acts[id].pid, &report{content: m.content, quiet: m.quiet, reply: func(r acceptRes) { reply <- r }})
 	case *liveReq:
-		out := make(map[string]liveEntry, len(d.acts))
-		for id, e := range d.acts {
-			out[id] = liveEntry{pid: e.pid, agent: e.agent, closing: e.closing}
+		out := make(map[string]liveEntry, len(m.ids))
+		for _, id := range m.ids {
+			if e := d.acts[id]; e != nil {
+				out[id] = liveEntry{pid: e.pid, agent: e.agent, closing: e.closing}
+			}
 		}
 		m.reply <- out
 	case *settled:
@@ -215,6 +230,8 @@ func (d *directoryActor) Receive(c actor.Context) {
 		d.drainBelow(c, m)
 	case *gaugeReq:
 		m.reply <- len(d.acts)
+	case *inspectReq:
+		m.fn(d)
 	case *actor.Terminated:
 		d.terminated(c, m.Who)
 		d.activationStopped(c, m.Who)
@@ -410,17 +427,48 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 	d.activationSpawned(c, pid, id)
 	e := &entry{id: id, pid: pid, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
 		depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
-	d.acts[id] = e
-	d.byAgent[agent.PID().Id] = id
+	d.index(e)
 	return e, nil
+}
+
+// index adds e to the directory and to every index.
+func (d *directoryActor) index(e *entry) {
+	d.acts[e.id] = e
+	d.byAgent[e.agent.PID().Id] = e.id
+	d.byPID[e.pid.Id] = e
+	parent := e.parent.PID().Id
+	if d.kids[parent] == nil {
+		d.kids[parent] = map[string]*entry{}
+	}
+	d.kids[parent][e.id] = e
+}
+
+// unindex removes e from the directory and from every index; an entry that is no
+// longer the one recorded for its id (already replaced) leaves the new one alone.
+func (d *directoryActor) unindex(e *entry) {
+	if d.acts[e.id] == e {
+		delete(d.acts, e.id)
+	}
+	if d.byAgent[e.agent.PID().Id] == e.id {
+		delete(d.byAgent, e.agent.PID().Id)
+	}
+	if d.byPID[e.pid.Id] == e {
+		delete(d.byPID, e.pid.Id)
+	}
+	parent := e.parent.PID().Id
+	if set := d.kids[parent]; set[e.id] == e {
+		delete(set, e.id)
+		if len(set) == 0 {
+			delete(d.kids, parent)
+		}
+	}
 }
 
 // forget removes an entry whose Activation is gone or going: the child agent is
 // unregistered at once (no caller sees it after this message) and disposed in the
 // background, and the parent Activation releases it.
 func (d *directoryActor) forget(c actor.Context, e *entry) {
-	delete(d.acts, e.id)
-	delete(d.byAgent, e.agent.PID().Id)
+	d.unindex(e)
 	_ = d.m.deps.Jobs.UnregisterAgent(e.agent)
 	agent := e.agent
 	go func() { _ = agent.Dispose(context.Background()) }()
@@ -539,11 +587,10 @@ func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
 
 // children returns the resident entries a parent agent started.
 func (d *directoryActor) children(parent *owner.Agent) []*entry {
-	var out []*entry
-	for _, e := range d.acts {
-		if e.parent.PID().Id == parent.PID().Id {
-			out = append(out, e)
-		}
+	set := d.kids[parent.PID().Id]
+	out := make([]*entry, 0, len(set))
+	for _, e := range set {
+		out = append(out, e)
 	}
 	return out
 }
@@ -553,7 +600,7 @@ func (d *directoryActor) children(parent *owner.Agent) []*entry {
 // the proposal is stale; the Activation confirms or refuses on beginDispose.
 func (d *directoryActor) settled(c actor.Context, id string) {
 	e := d.acts[id]
-	if e == nil || e.closing || e.starting != nil || len(d.children(e.agent)) > 0 {
+	if e == nil || e.closing || e.starting != nil || len(d.kids[e.agent.PID().Id]) > 0 {
 		return
 	}
 	e.closing = true
@@ -625,8 +672,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 	if m.err != nil {
 		d.m.logger.Warn(fmt.Sprintf("subagent: ACTIVATION_TEARDOWN_FAILED for %s: %s", m.id, m.err.Error()))
 	}
-	delete(d.acts, m.id)
-	delete(d.byAgent, e.agent.PID().Id)
+	d.unindex(e)
 	if e.forced {
 		d.stopping(e.pid, supervision.CauseTeardown)
 	}
@@ -667,12 +713,9 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 // as a cold resume, once it has terminated — and it is poisoned, so the submits
 // already sent to it are answered (refused) before it stops.
 func (d *directoryActor) retire(c actor.Context, pid *actor.PID) {
-	for _, e := range d.acts {
-		if e.pid.Equal(pid) {
-			e.closing, e.forced = true, true
-			c.Poison(pid)
-			return
-		}
+	if e := d.byPID[pid.Id]; e != nil && e.pid.Equal(pid) {
+		e.closing, e.forced = true, true
+		c.Poison(pid)
 	}
 }
 
@@ -680,25 +723,23 @@ func (d *directoryActor) retire(c actor.Context, pid *actor.PID) {
 // restart intensity exceeded, a restore that failed): it is forgotten, and its
 // pending and waiting operations are answered.
 func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
-	for _, e := range d.acts {
-		if e.pid.Id != who.Id {
-			continue
-		}
-		d.m.logger.Warn(fmt.Sprintf("subagent: activation %s stopped unexpectedly; its child agent is disposed", e.id))
-		d.forget(c, e)
-		if p := e.starting; p != nil {
-			err := messages.Errorf(CodeActivationFailed, "subagent %q activation failed; the message was not accepted", e.id)
-			if p.start != nil {
-				_ = d.m.deps.Store.Delete(context.Background(), e.id)
-				p.start.reply <- startRes{err: err}
-			} else {
-				p.resume.reply <- acceptRes{err: err}
-			}
-		}
-		d.redispatch(c, e)
-		d.checkWaits()
-		return
+	e := d.byPID[who.Id]
+	if e == nil {
+		return // released or rolled back before it stopped
 	}
+	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s stopped unexpectedly; its child agent is disposed", e.id))
+	d.forget(c, e)
+	if p := e.starting; p != nil {
+		err := messages.Errorf(CodeActivationFailed, "subagent %q activation failed; the message was not accepted", e.id)
+		if p.start != nil {
+			_ = d.m.deps.Store.Delete(context.Background(), e.id)
+			p.start.reply <- startRes{err: err}
+		} else {
+			p.resume.reply <- acceptRes{err: err}
+		}
+	}
+	d.redispatch(c, e)
+	d.checkWaits()
 }
 
 // drainChildren is SPEC §6.7's drainContinuableChildren.
@@ -783,10 +824,8 @@ func (d *directoryActor) resident(ids map[string]bool) bool {
 func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	rs *actor.RestartStatistics, reason any, message any) {
 	id := ""
-	for cid, e := range d.acts {
-		if e.pid.Id == child.Id {
-			id = cid
-		}
+	if e := d.byPID[child.Id]; e != nil {
+		id = e.id
 	}
 	err := messages.Errorf(CodeActivationFailed,
 		"subagent %q activation failed while handling the message (%v); it restarts from its persisted session", id, reason)
@@ -812,52 +851,80 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 
 // list is list_agents: parent's continuable children (or all its descendants) from
 // the store, with the residency of the live ones. It runs on the caller's goroutine.
-func (m *Manager) list(parent *owner.Agent, descendants bool, live map[string]liveEntry) ([]Listed, error) {
+// The store is read once (every session, in id order) into an index of children by
+// parent session, so descendants cost one pass, not one pass per level or child.
+func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) {
 	ctx := context.Background()
 	ids, err := m.deps.Store.IDs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	snaps := map[string]session.Snapshot{}
+	byParent := map[string][]session.Snapshot{}
 	for _, id := range ids {
 		if s, err := m.deps.Store.Load(ctx, id); err == nil {
-			snaps[id] = s
+			byParent[s.Header.ParentSession] = append(byParent[s.Header.ParentSession], s)
 		}
 	}
 	out := []Listed{}
+	seen := map[string]bool{parent.Session(): true} // a corrupt store's cycle is walked once
 	var walk func(parent string)
 	walk = func(parent string) {
-		for _, id := range ids {
-			s, ok := snaps[id]
-			if !ok || s.Header.ParentSession != parent {
+		for _, s := range byParent[parent] {
+			id := s.Header.ID
+			if seen[id] {
 				continue
 			}
-			l := Listed{ID: id, Status: "ready", Parent: parent, Depth: s.Header.DelegationDepth}
-			desc, err := ParseDescriptor(s.FirstDescriptor())
-			switch {
-			case err != nil && desc.Version == DescriptorVersion:
-				l.Diagnostic = "corrupt"
-			case err != nil || desc.Mode != "continuable":
-				l.Diagnostic = "unsupported"
-			default:
-				l.Label = desc.Label
-			}
-			if e, ok := live[id]; ok {
-				if st, ok := m.status(e.pid); ok {
-					l.Status = "idle"
-					if st.Residency == Running {
-						l.Status = "running"
-					}
-				}
-			}
-			out = append(out, l)
+			seen[id] = true
+			out = append(out, listed(s, parent))
 			if descendants {
 				walk(id)
 			}
 		}
 	}
 	walk(parent.Session())
+	m.addResidency(out)
 	return out, nil
+}
+
+// listed is a stored child as list_agents shows it before residency: ready, with
+// its label, or a diagnostic when its descriptor cannot be read.
+func listed(s session.Snapshot, parent string) Listed {
+	l := Listed{ID: s.Header.ID, Status: "ready", Parent: parent, Depth: s.Header.DelegationDepth}
+	desc, err := ParseDescriptor(s.FirstDescriptor())
+	switch {
+	case err != nil && desc.Version == DescriptorVersion:
+		l.Diagnostic = "corrupt"
+	case err != nil || desc.Mode != "continuable":
+		l.Diagnostic = "unsupported"
+	default:
+		l.Label = desc.Label
+	}
+	return l
+}
+
+// addResidency marks the listed children that have a resident Activation idle or
+// running, asking the directory about these ids only.
+func (m *Manager) addResidency(out []Listed) {
+	if len(out) == 0 {
+		return
+	}
+	ids := make([]string, len(out))
+	for i, l := range out {
+		ids[i] = l.ID
+	}
+	live := m.resident(ids...)
+	for i := range out {
+		e, ok := live[out[i].ID]
+		if !ok {
+			continue
+		}
+		if st, ok := m.status(e.pid); ok {
+			out[i].Status = "idle"
+			if st.Residency == Running {
+				out[i].Status = "running"
+			}
+		}
+	}
 }
 
 // The directory's part of the supervision tree (package supervision): its own

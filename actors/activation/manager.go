@@ -109,7 +109,8 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, below: map[string]string{}}
+	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, byPID: map[string]*entry{},
+		kids: map[string]map[string]*entry{}, below: map[string]string{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
 	pid, err := system.Root.SpawnNamed(props, "directory")
 	if err != nil {
@@ -284,9 +285,11 @@ func (m *Manager) Report(child *owner.Agent, content string, quiet bool) (string
 	return res.id, res.err
 }
 
-func (m *Manager) liveSet() map[string]liveEntry {
+// resident returns the resident entries among ids (absent ids are left out): one
+// directory lookup per id, whatever the number of resident Activations.
+func (m *Manager) resident(ids ...string) map[string]liveEntry {
 	reply := make(chan map[string]liveEntry, 1)
-	m.root.Send(m.pid, &liveReq{reply: reply})
+	m.root.Send(m.pid, &liveReq{ids: ids, reply: reply})
 	return <-reply
 }
 
@@ -305,12 +308,12 @@ func (m *Manager) List(parent *owner.Agent, descendants bool) ([]Listed, error) 
 	if !m.available() || m.deps.Store == nil || parent == nil {
 		return []Listed{}, nil
 	}
-	return m.list(parent, descendants, m.liveSet())
+	return m.list(parent, descendants)
 }
 
 // Status returns the Activation of childID, if one is resident.
 func (m *Manager) Status(childID string) (Status, bool) {
-	e, ok := m.liveSet()[childID]
+	e, ok := m.resident(childID)[childID]
 	if !ok {
 		return Status{}, false
 	}
@@ -320,7 +323,7 @@ func (m *Manager) Status(childID string) (Status, bool) {
 // Agent returns the agent instance of childID's resident Activation (the credential
 // its tools act with), or nil.
 func (m *Manager) Agent(childID string) *owner.Agent {
-	if e, ok := m.liveSet()[childID]; ok {
+	if e, ok := m.resident(childID)[childID]; ok {
 		return e.agent
 	}
 	return nil

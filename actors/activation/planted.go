@@ -35,11 +35,10 @@ const (
 // resident Activation, fully materialized and not closing. It is forgotten, not
 // disposed, and m cold-resumes the child as if it were absent.
 func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, claimed *entry) {
-	delete(d.acts, m.id)
-	delete(d.byAgent, claimed.agent.PID().Id)
+	d.unindex(claimed)
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
-		d.acts[m.id], d.byAgent[claimed.agent.PID().Id] = claimed, m.id
+		d.index(claimed)
 		m.reply <- acceptRes{err: err}
 		return
 	}

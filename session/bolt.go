@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,7 +15,8 @@ import (
 // openTimeout bounds the wait for the file lock of a bbolt file held by another process.
 const openTimeout = 5 * time.Second
 
-// batchDelay is how long a write waits for others to share its synced commit.
+// batchDelay is how long a write that has company waits for more writers to share
+// its synced commit (a write alone does not wait: see Bolt.write).
 const batchDelay = time.Millisecond
 
 var (
@@ -26,23 +28,58 @@ var (
 
 // Bolt is the embedded Store: one bbolt file, every write a synced commit;
 // concurrent writes share commits (bbolt's Batch).
-type Bolt struct{ db *bolt.DB }
+type Bolt struct {
+	db       *bolt.DB
+	inFlight atomic.Int64 // writes between their call and their synced commit
+}
 
-// OpenBolt opens (creating if needed) the store file at path.
+// OpenBolt opens (creating if needed) the store file at path. Opening a file that
+// already holds the sessions bucket writes nothing.
 func OpenBolt(path string) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketSessions)
-		return err
-	}); err != nil {
+	if err := ensureRoot(db); err != nil {
 		db.Close()
 		return nil, err
 	}
 	db.MaxBatchDelay = batchDelay
 	return &Bolt{db: db}, nil
+}
+
+// ensureRoot creates the sessions bucket, in a (synced) write transaction only if
+// it is missing.
+func ensureRoot(db *bolt.DB) error {
+	exists := false
+	if err := db.View(func(tx *bolt.Tx) error {
+		exists = tx.Bucket(bucketSessions) != nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucketSessions)
+		return err
+	})
+}
+
+// write runs fn in a write transaction and returns once it is committed (synced,
+// unless the db's NoSync is set). A write with no other in flight commits at once
+// on its own (bolt.Update): nobody could share its commit, so it does not wait the
+// batch window. A write that has company goes through bolt.Batch, which gathers
+// the concurrent writes into one commit. fn may run more than once (Batch retries
+// the others of a batch when one fails, and runs a failing fn alone), so it must
+// derive everything it sets from the transaction it is given.
+func (b *Bolt) write(fn func(*bolt.Tx) error) error {
+	defer b.inFlight.Add(-1)
+	if b.inFlight.Add(1) == 1 {
+		return b.db.Update(fn)
+	}
+	return b.db.Batch(fn)
 }
 
 // DB exposes the bbolt handle (for tx.Check in tests and tools).
@@ -92,7 +129,7 @@ func appendEntries(sb *bolt.Bucket, entries []Entry) error {
 }
 
 func (b *Bolt) Create(ctx context.Context, h Header, entries []Entry) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return b.write(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketSessions)
 		if root.Bucket([]byte(h.ID)) != nil {
 			return duplicate(h.ID)
@@ -140,7 +177,7 @@ func read(sb *bolt.Bucket, h Header) (Snapshot, error) {
 
 func (b *Bolt) Activate(ctx context.Context, id string) (Snapshot, error) {
 	var s Snapshot
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	err := b.write(func(tx *bolt.Tx) error {
 		sb, h, err := session(tx, id)
 		if err != nil {
 			return err
@@ -170,7 +207,7 @@ func (b *Bolt) Load(ctx context.Context, id string) (Snapshot, error) {
 
 func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error) {
 	var out InboxMessage
-	err := b.db.Batch(func(tx *bolt.Tx) error {
+	err := b.write(func(tx *bolt.Tx) error {
 		sb, h, err := session(tx, id)
 		if err != nil {
 			return err
@@ -191,7 +228,7 @@ func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessa
 }
 
 func (b *Bolt) Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error {
-	return b.db.Batch(func(tx *bolt.Tx) error {
+	return b.write(func(tx *bolt.Tx) error {
 		sb, h, err := session(tx, id)
 		if err != nil {
 			return err
@@ -215,7 +252,7 @@ func (b *Bolt) IDs(ctx context.Context) ([]string, error) {
 }
 
 func (b *Bolt) Delete(ctx context.Context, id string) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return b.write(func(tx *bolt.Tx) error {
 		err := tx.Bucket(bucketSessions).DeleteBucket([]byte(id))
 		if errors.Is(err, berrors.ErrBucketNotFound) {
 			return nil

@@ -18,13 +18,6 @@ import (
 	"github.com/troupe-rt/troupe/supervision"
 )
 
-// Restart intensity of an Activation (DESIGN "Supervision"): more than maxRestarts
-// panics within restartWindow stop it instead of restarting it again.
-const (
-	maxRestarts   = 3
-	restartWindow = 10 * time.Second
-)
-
 // CodeActivationFailed answers a message whose handling crashed the Activation;
 // the Activation restarts from the store (the message may have been journaled).
 const CodeActivationFailed messages.Code = "ACTIVATION_FAILED"
@@ -176,6 +169,9 @@ type directoryActor struct {
 	waits    []*drainWait
 	spawned  uint64 // Activations spawned, for their unique names
 	life     lifecycle
+	// failures holds each Activation's recent panics (by PID Id, which a restart
+	// keeps), for the restart-intensity decision (supervision.Decide).
+	failures map[string][]time.Time
 }
 
 func (d *directoryActor) Receive(c actor.Context) {
@@ -446,6 +442,7 @@ func (d *directoryActor) index(e *entry) {
 // unindex removes e from the directory and from every index; an entry that is no
 // longer the one recorded for its id (already replaced) leaves the new one alone.
 func (d *directoryActor) unindex(e *entry) {
+	delete(d.failures, e.pid.Id)
 	if d.acts[e.id] == e {
 		delete(d.acts, e.id)
 	}
@@ -820,7 +817,8 @@ func (d *directoryActor) resident(ids map[string]bool) bool {
 // "Supervision"): the message being handled is answered with ACTIVATION_FAILED,
 // and the Activation restarts — its actor is re-created and restores from the
 // store, with the turn in flight recorded aborted and the queued messages kept —
-// unless it failed more than maxRestarts times within restartWindow; then it stops.
+// unless its restart intensity is spent (Deps.Restarts, by default more than 3
+// failures within 10 s, decided by supervision.Decide); then it stops.
 func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	rs *actor.RestartStatistics, reason any, message any) {
 	id := ""
@@ -837,13 +835,18 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 	case *report:
 		m.reply(acceptRes{err: err})
 	}
-	rs.Fail()
-	if rs.NumberOfFailures(restartWindow) > maxRestarts {
+	restart, recent := supervision.Decide(d.failures[child.Id], time.UnixMilli(d.m.now()), d.m.deps.Restarts)
+	if !restart {
+		delete(d.failures, child.Id)
 		d.m.logger.Warn(fmt.Sprintf("subagent: activation %s failed too often and stops: %v", id, reason))
 		d.stopping(child, supervision.CausePanic)
 		sup.StopChildren(child)
 		return
 	}
+	if d.failures == nil {
+		d.failures = map[string][]time.Time{}
+	}
+	d.failures[child.Id] = recent
 	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s panicked and restarts from its persisted session: %v", id, reason))
 	d.activationRestarted(child, reason)
 	sup.RestartChildren(child)

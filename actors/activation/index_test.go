@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -85,14 +86,14 @@ type indexRig struct {
 	in     *inbox
 }
 
-func newIndexRig(t *testing.T, store session.Store) *indexRig {
+func newIndexRig(t *testing.T, store session.Store, opts ...activation.Option) *indexRig {
 	sys, _ := troupetest.Served(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := newGatedRunner(t)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := activation.Start(sys, store, rt, runner, nil, opts...)
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 16)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
@@ -226,4 +227,20 @@ func TestDirectoryIndexesFollowAnActivationThatStops(t *testing.T) {
 	require.Equal(t, 1, r.m.Live())
 	require.Empty(t, r.m.IndexProblems())
 	require.NotNil(t, r.m.Agent("c"))
+}
+
+// WithRestartIntensity bounds the restarts: allowed one restart per hour, the
+// second failure stops the Activation (the default would restart it three times).
+func TestRestartIntensityIsConfigurable(t *testing.T) {
+	r := newIndexRig(t, boomStore{session.NewMemory()},
+		activation.WithRestartIntensity(supervision.Intensity{MaxRestarts: 1, Within: time.Hour}))
+	r.start(t, r.parent, "c")
+	ctx := context.Background()
+	_, err := r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
+	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
+	require.Equal(t, 1, r.m.Live(), "the first failure restarts it")
+	_, err = r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
+	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
+	r.awaitLive(t, 0) // the second, within the hour, stops it
+	require.Empty(t, r.m.IndexProblems())
 }

@@ -91,6 +91,10 @@ type Deps struct {
 	// Inspector, if set, receives the lifecycle events of the directory and its
 	// Activations (troupe.System.Tree().PID(); Start sets it).
 	Inspector *actor.PID
+	// Restarts bounds how often an Activation restarts after a panic: past
+	// Restarts.MaxRestarts failures within Restarts.Within (the zero value: 3 within
+	// 10 s, as read by Now) it stops instead.
+	Restarts supervision.Intensity
 }
 
 // Manager is the continuation manager (SPEC §6): a handle to the directory actor,

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/supervision"
 	"log/slog"
 	"time"
 
@@ -17,6 +18,12 @@ type Option func(*Deps)
 // WithCwd sets how a top-level parent's working directory is found; it is copied
 // into the header of each child it starts (SPEC §6.8).
 func WithCwd(cwd func(parent *owner.Agent) string) Option { return func(d *Deps) { d.Cwd = cwd } }
+
+// WithRestartIntensity bounds an Activation's restarts after panics: past
+// in.MaxRestarts failures within in.Within it stops (the default: 3 within 10 s).
+func WithRestartIntensity(in supervision.Intensity) Option {
+	return func(d *Deps) { d.Restarts = in }
+}
 
 // WithLogger sets where the manager's warnings go (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(d *Deps) { d.Logger = l } }

@@ -205,6 +205,33 @@ func (b *Bolt) Load(ctx context.Context, id string) (Snapshot, error) {
 	return s, err
 }
 
+// Head reads the header and then the log from the first entry after the seed up to
+// the first descriptor (normally that very entry): one or two reads, whatever the
+// session's length.
+func (b *Bolt) Head(ctx context.Context, id string) (Head, error) {
+	var out Head
+	err := b.db.View(func(tx *bolt.Tx) error {
+		sb, h, err := session(tx, id)
+		if err != nil {
+			return err
+		}
+		out.Header = h
+		c := sb.Bucket(bucketLog).Cursor()
+		for k, v := c.Seek(seqKey(uint64(h.SeedLength) + 1)); k != nil; k, v = c.Next() {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			if e.Kind == EntryDescriptor {
+				out.Descriptor = e.Descriptor
+				return nil
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error) {
 	var out InboxMessage
 	err := b.write(func(tx *bolt.Tx) error {

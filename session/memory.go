@@ -64,6 +64,16 @@ func (m *Memory) Load(ctx context.Context, id string) (Snapshot, error) {
 	return copySnap(s), nil
 }
 
+func (m *Memory) Head(ctx context.Context, id string) (Head, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return Head{}, err
+	}
+	return s.Head(), nil
+}
+
 func (m *Memory) Accept(ctx context.Context, id string, epoch uint64, msg InboxMessage) (InboxMessage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

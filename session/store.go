@@ -99,6 +99,9 @@ type Store interface {
 	Activate(ctx context.Context, id string) (Snapshot, error)
 	// Load reads a session without activating it.
 	Load(ctx context.Context, id string) (Snapshot, error)
+	// Head reads a session's header and descriptor, not its log or inbox: what
+	// routing, authorisation and listing need, at a cost independent of its length.
+	Head(ctx context.Context, id string) (Head, error)
 	// Accept appends to the inbox journal (assigning Seq) if epoch is current.
 	Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error)
 	// Append appends log entries (assigning Seq) if epoch is current.
@@ -150,6 +153,17 @@ func (s Snapshot) Pending() (toRun []InboxMessage, cutOff []InboxMessage) {
 
 // FirstDescriptor returns the first descriptor in the child's own suffix (the
 // entries after the fork seed), or nil.
+// Head is a session's header and descriptor (see Store.Head).
+type Head struct {
+	Header Header
+	// Descriptor is the session's first descriptor after its fork seed
+	// (Snapshot.FirstDescriptor); nil if it has none.
+	Descriptor json.RawMessage
+}
+
+// Head is s's header and descriptor.
+func (s Snapshot) Head() Head { return Head{Header: s.Header, Descriptor: s.FirstDescriptor()} }
+
 func (s Snapshot) FirstDescriptor() json.RawMessage {
 	for i, e := range s.Log {
 		if i >= s.Header.SeedLength && e.Kind == EntryDescriptor {

@@ -161,3 +161,39 @@ func TestDiscardedMessagesAreNotRestored(t *testing.T) {
 		require.Empty(t, cut)
 	})
 }
+
+// Head agrees with Load's header and first own descriptor, whatever comes before
+// the descriptor (a fork seed with descriptors of its own, messages), after it, or
+// when there is none; an unknown id is ErrNotFound.
+func TestHeadAgreesWithLoad(t *testing.T) {
+	stores(t, func(t *testing.T, s Store) {
+		desc := func(mode string) Entry {
+			return Entry{Kind: EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"` + mode + `"}`)}
+		}
+		msg := Entry{Kind: EntryMessage, Role: "user", Content: []Block{{Type: "text", Text: "hi"}}}
+		cases := map[string]struct {
+			h       Header
+			entries []Entry
+		}{
+			"plain":                 {Header{ID: "a"}, []Entry{desc("continuable"), msg}},
+			"seeded":                {Header{ID: "b", SeedLength: 3}, []Entry{msg, desc("seed"), msg, desc("own"), desc("later")}},
+			"descriptor after msgs": {Header{ID: "c", SeedLength: 1}, []Entry{msg, msg, msg, desc("late")}},
+			"no descriptor":         {Header{ID: "d", SeedLength: 1}, []Entry{desc("seed-only"), msg}},
+			"empty":                 {Header{ID: "e"}, nil},
+		}
+		for name, c := range cases {
+			require.NoError(t, s.Create(ctx, c.h, c.entries), name)
+			_, err := s.Activate(ctx, c.h.ID) // an epoch, and a longer log, change nothing
+			require.NoError(t, err)
+			require.NoError(t, s.Append(ctx, c.h.ID, 1, msg, desc("appended")))
+			snap, err := s.Load(ctx, c.h.ID)
+			require.NoError(t, err)
+			head, err := s.Head(ctx, c.h.ID)
+			require.NoError(t, err)
+			require.Equal(t, snap.Header, head.Header, name)
+			require.Equal(t, string(snap.FirstDescriptor()), string(head.Descriptor), name)
+		}
+		_, err := s.Head(ctx, "nosuch")
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+}

@@ -510,7 +510,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.reply <- acceptRes{err: context.Cause(m.ctx)}
 		return
 	}
-	snap, err := d.m.deps.Store.Load(m.ctx, m.id)
+	head, err := d.m.deps.Store.Head(m.ctx, m.id) // the log is read once, by Activate
 	if err != nil {
 		if m.ctx.Err() != nil {
 			m.reply <- acceptRes{err: context.Cause(m.ctx)}
@@ -523,11 +523,11 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
 		return
 	}
-	if snap.Header.ParentSession != authorisedSession(m.parent, m.source) {
+	if head.Header.ParentSession != authorisedSession(m.parent, m.source) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q belongs to another parent session", m.id)}
 		return
 	}
-	desc, err := ParseDescriptor(snap.FirstDescriptor())
+	desc, err := ParseDescriptor(head.Descriptor)
 	if err != nil || desc.Mode != "continuable" {
 		if err != nil && desc.Version == DescriptorVersion {
 			m.reply <- acceptRes{err: err} // a corrupt current-version descriptor
@@ -854,7 +854,7 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 
 // list is list_agents: parent's continuable children (or all its descendants) from
 // the store, with the residency of the live ones. It runs on the caller's goroutine.
-// The store is read once (every session, in id order) into an index of children by
+// The store's heads are read once (every session, in id order) into an index of children by
 // parent session, so descendants cost one pass, not one pass per level or child.
 func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) {
 	ctx := context.Background()
@@ -862,10 +862,10 @@ func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) 
 	if err != nil {
 		return nil, err
 	}
-	byParent := map[string][]session.Snapshot{}
+	byParent := map[string][]session.Head{}
 	for _, id := range ids {
-		if s, err := m.deps.Store.Load(ctx, id); err == nil {
-			byParent[s.Header.ParentSession] = append(byParent[s.Header.ParentSession], s)
+		if h, err := m.deps.Store.Head(ctx, id); err == nil {
+			byParent[h.Header.ParentSession] = append(byParent[h.Header.ParentSession], h)
 		}
 	}
 	out := []Listed{}
@@ -891,9 +891,9 @@ func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) 
 
 // listed is a stored child as list_agents shows it before residency: ready, with
 // its label, or a diagnostic when its descriptor cannot be read.
-func listed(s session.Snapshot, parent string) Listed {
+func listed(s session.Head, parent string) Listed {
 	l := Listed{ID: s.Header.ID, Status: "ready", Parent: parent, Depth: s.Header.DelegationDepth}
-	desc, err := ParseDescriptor(s.FirstDescriptor())
+	desc, err := ParseDescriptor(s.Descriptor)
 	switch {
 	case err != nil && desc.Version == DescriptorVersion:
 		l.Diagnostic = "corrupt"

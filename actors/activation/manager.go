@@ -191,7 +191,7 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 	}
 	if childID == "" {
 		childID = newChildID()
-	} else if _, err := m.deps.Store.Load(ctx, childID); err == nil {
+	} else if _, err := m.deps.Store.Head(ctx, childID); err == nil {
 		return "", "", messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", childID)
 	}
 	d := Descriptor{Version: DescriptorVersion, Mode: "continuable", Provider: provider, Label: label,

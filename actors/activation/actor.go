@@ -113,6 +113,9 @@ type carry struct {
 	stop     string          // the last turn's stop reason
 	started  bool            // the first incarnation has started
 	quiet    chan struct{}   // closed when the last turn's goroutine has returned
+	// cancel cancels the last turn's context. The directory uses it (with quiet) when
+	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
+	cancel context.CancelCauseFunc
 }
 
 // activationActor is one live continuable child: its session (header, history,
@@ -470,7 +473,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
-	a.c.quiet = quiet
+	a.c.quiet, a.c.cancel = quiet, cancel
 	go func() {
 		defer close(quiet)
 		res, produced := subagent.RunOneTurn(ctx, runner, turn)

@@ -18,6 +18,10 @@ import (
 	"github.com/troupe-rt/troupe/supervision"
 )
 
+// DefaultRestartGrace is how long a crashed Activation's restart waits for its
+// cancelled turn to return (Deps.RestartGrace).
+const DefaultRestartGrace = time.Second
+
 // CodeActivationFailed answers a message whose handling crashed the Activation;
 // the Activation restarts from the store (the message may have been journaled).
 const CodeActivationFailed messages.Code = "ACTIVATION_FAILED"
@@ -137,6 +141,7 @@ type entry struct {
 	depth     int
 	cwd       string
 	label     string
+	carry     *carry   // what its actor keeps across restarts (the turn in flight's quiet and cancel)
 	starting  *pending // the first acceptance is in flight: later operations wait
 	closing   bool     // the disposal transaction is open: admission is closed
 	forced    bool     // a drain disposes it, whatever it proposed
@@ -211,6 +216,8 @@ func (d *directoryActor) Receive(c actor.Context) {
 		d.release(c, m)
 	case *retire:
 		d.retire(c, m.pid)
+	case *restartAfterTurn:
+		d.restartAfterTurn(m)
 	case *drainReq:
 		d.draining = true
 		for id, e := range d.acts {
@@ -421,7 +428,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	d.activationSpawned(c, pid, id)
-	e := &entry{id: id, pid: pid, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
+	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
 		depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
 	d.index(e)
 	return e, nil
@@ -848,8 +855,50 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 	}
 	d.failures[child.Id] = recent
 	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s panicked and restarts from its persisted session: %v", id, reason))
+	if e := d.byPID[child.Id]; e != nil && e.carry.quiet != nil {
+		select {
+		case <-e.carry.quiet:
+		default:
+			// A turn is in flight: cancel it and restart once it has returned, so the
+			// new incarnation takes its epoch after the old turn is over (the failed
+			// actor stays suspended meanwhile; its mailbox keeps what arrives). A
+			// runner that ignores cancellation gets RestartGrace; then the restart goes
+			// ahead and holds turns until the old one returns (start: Hold).
+			e.carry.cancel(&Cancel{Kind: "parent"})
+			q, root, self, grace := e.carry.quiet, d.m.root, d.m.pid, d.m.deps.RestartGrace
+			if grace <= 0 {
+				grace = DefaultRestartGrace
+			}
+			go func() {
+				t := time.NewTimer(grace)
+				defer t.Stop()
+				select {
+				case <-q:
+				case <-t.C:
+				}
+				root.Send(self, &restartAfterTurn{pid: child, sup: sup, reason: reason})
+			}()
+			return
+		}
+	}
 	d.activationRestarted(child, reason)
 	sup.RestartChildren(child)
+}
+
+// restartAfterTurn restarts a crashed Activation whose cancelled turn has returned
+// (see HandleFailure), unless it stopped meanwhile.
+type restartAfterTurn struct {
+	pid    *actor.PID
+	sup    actor.Supervisor
+	reason any
+}
+
+func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
+	if d.byPID[m.pid.Id] == nil {
+		return // stopped (a drain or a disposal) while it waited
+	}
+	d.activationRestarted(m.pid, m.reason)
+	m.sup.RestartChildren(m.pid)
 }
 
 // list is list_agents: parent's continuable children (or all its descendants) from

@@ -95,6 +95,10 @@ type Deps struct {
 	// Restarts.MaxRestarts failures within Restarts.Within (the zero value: 3 within
 	// 10 s, as read by Now) it stops instead.
 	Restarts supervision.Intensity
+	// RestartGrace is how long the restart of a crashed Activation waits for the
+	// turn it had in flight (cancelled) to return, so that the restarted one takes
+	// its new epoch after the old turn is over; 0 means DefaultRestartGrace (1 s).
+	RestartGrace time.Duration
 }
 
 // Manager is the continuation manager (SPEC §6): a handle to the directory actor,

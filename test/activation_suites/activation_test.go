@@ -52,20 +52,12 @@ func TestActivationStormCrashes(t *testing.T) {
 
 // TestActivationStormCrashesMidTurn: the crashes come while a turn is in flight
 // (a followup's Accept, before or after its write, while the held or another turn
-// runs). The restarted Activation must not start a turn while its predecessor's
-// cancelled turn is still running.
-//
-// BUG (open): on a restart the Activation cancels the turn in flight (Restarting →
-// stopTurn) but does not wait for its goroutine: the new incarnation restores and
-// starts the next queued turn at once, so two RunTurn calls of one session overlap
-// (requireDisjointTurns, and the directory model sees a turn of the fenced epoch
-// still running after the restart's Activate). A turn goroutine that had not yet
-// entered RunTurn even enters it after the restart (with a cancelled context).
-// Disposal does wait (Finish only once running == nil); a restart should too —
-// e.g. keep the previous incarnation's quiet channel in the carry and restore only
-// after it closes.
+// runs). The restarted Activation must not take its new epoch, nor start a turn,
+// while its predecessor's cancelled turn is still running: the directory cancels
+// that turn and restarts the crashed actor only once it has returned (it stays
+// suspended meanwhile, its mailbox keeping what arrives). Until that fix the
+// directory model saw a turn of the fenced epoch outlive its activation.
 func TestActivationStormCrashesMidTurn(t *testing.T) {
-	skipUnlessBugs(t, "a restarted Activation takes the new epoch before its predecessor's cancelled turn has returned: turns no longer overlap (the restart holds them), but the directory model still sees the old turn outlive its activation")
 	forSchedules(t, schedules(t, 20, 6), func(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		activationStorm(t, m, seed, rng, rng.IntN(2) == 0, crashMidTurn)
 	})
@@ -241,9 +233,14 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 		} else {
 			require.LessOrEqual(t, restarted[id], crashed[id], "%s: more restarts than crashes", id)
 		}
-		if resident {
+		switch {
+		case resident && crashAt == crashMidTurn:
+			// A crash cancels the turn in flight, the one keeping the child resident
+			// too: it may settle, and a later followup cold-resumes it.
+			require.GreaterOrEqual(t, materialized[id], 1, "%s: never activated", id)
+		case resident:
 			require.Equal(t, 1, materialized[id], "%s: a resident child was activated again", id)
-		} else {
+		default:
 			require.GreaterOrEqual(t, materialized[id], 2, "%s: the storm did not cold-resume", id)
 		}
 		require.Len(t, snap.Inbox, accepted[id], "%s: inbox", id)

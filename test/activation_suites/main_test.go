@@ -31,9 +31,7 @@
 // Knobs: -seed / TROUPE_SEED (the run's seed, logged first; a failing schedule logs
 // its rerun command), TROUPE_CHAOS_SCHEDULES (schedules per test and mode; defaults
 // keep `go test -race ./test/activation_suites/` under a minute on 2 cores),
-// TROUPE_ARTIFACTS (where failing histories and porcupine's HTML go),
-// TROUPE_RUN_BUGS=1 (run the tests that demonstrate open bugs instead of skipping
-// them).
+// TROUPE_ARTIFACTS (where failing histories and porcupine's HTML go).
 package activationsuites
 
 import (

@@ -31,7 +31,6 @@ const budget = 20 * time.Second
 
 const (
 	schedulesEnv = "TROUPE_CHAOS_SCHEDULES"
-	runBugsEnv   = "TROUPE_RUN_BUGS"
 )
 
 // mode is how a world schedules its activations.
@@ -78,13 +77,6 @@ func forSchedules(t *testing.T, n int, run func(t testing.TB, m mode, seed uint6
 				run(t, m, s, rand.New(rand.NewPCG(s, s^0x5eed)))
 			})
 		}
-	}
-}
-
-func skipUnlessBugs(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv(runBugsEnv) != "1" {
-		t.Skip("BUG: " + bug + " (set " + runBugsEnv + "=1 to run)")
 	}
 }
 

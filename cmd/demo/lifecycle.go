@@ -20,7 +20,6 @@ type lifecycle struct {
 	tree    *supervision.Tree
 	done    chan struct{}
 	refused []error // events the fold refused (a gap or an impossible event)
-	events  int
 }
 
 // followTree subscribes to sys's tree and emits its events as generation gen's.
@@ -44,7 +43,6 @@ func (st *stage) followTree(sys *troupe.System, gen int) (*lifecycle, error) {
 	go func() {
 		defer close(lc.done)
 		for e := range sub.Events() {
-			lc.events++
 			if err := lc.tree.Apply(e); err != nil {
 				lc.refused = append(lc.refused, err)
 			}

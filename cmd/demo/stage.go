@@ -34,17 +34,15 @@ type stage struct {
 	}
 	broken []*brokenPromise // promises this scenario broke (only the scenario goroutine checks)
 
-	// trees follows each live system's supervision tree (newSystem to shutdown).
-	trees struct {
-		sync.Mutex
-		m map[*troupe.System]*lifecycle
-	}
+	// trees follows each live system's supervision tree, from newSystem to shutdown
+	// (both called on the scenario's goroutine only).
+	trees map[*troupe.System]*lifecycle
 }
 
 func newStage(out *emitter, scenario, store string) *stage {
 	st := &stage{out: out, scenario: scenario, store: store}
 	st.causes.m = map[jobKey]string{}
-	st.trees.m = map[*troupe.System]*lifecycle{}
+	st.trees = map[*troupe.System]*lifecycle{}
 	return st
 }
 
@@ -125,9 +123,7 @@ func (st *stage) newSystem() (*troupe.System, error) {
 		st.shutdown(sys)
 		return nil, err
 	}
-	st.trees.Lock()
-	st.trees.m[sys] = lc
-	st.trees.Unlock()
+	st.trees[sys] = lc
 	if _, err := sys.Jobs().OnJobDone(sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
 		st.emit(Event{Kind: KindJobSettle, System: gen, Who: o.Session, Job: s.Id, Status: s.Status.Name(),
 			Detail: s.GetDetail(), Cause: st.causeOf(gen, s.Id), Reported: ptr(s.Reported)})
@@ -150,10 +146,8 @@ func (st *stage) shutdown(sys *troupe.System) {
 	if err := sys.Shutdown(ctx); err != nil {
 		st.emit(Event{Kind: KindLog, Who: "troupe", Status: "error", Text: "shutdown: " + err.Error()})
 	}
-	st.trees.Lock()
-	lc := st.trees.m[sys]
-	delete(st.trees.m, sys)
-	st.trees.Unlock()
+	lc := st.trees[sys]
+	delete(st.trees, sys)
 	if lc != nil {
 		st.finishTree(lc)
 	}

@@ -1,14 +1,7 @@
 package activationsuites
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
-	"strings"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -147,11 +140,9 @@ func adapt(model porcupine.Model, conv func(opRec) any) porcupine.Model {
 	}
 }
 
-const checkTimeout = 30 * time.Second
-
 // check runs porcupine on ops (those of the given kinds; a turn is checked as an
-// instant at its entry when instantTurns). On a violation it returns the history
-// and, under $TROUPE_ARTIFACTS, writes porcupine's HTML timeline.
+// instant at its entry when instantTurns) with harness.Check: on a violation the
+// error has the history and, under $TROUPE_ARTIFACTS, porcupine's HTML timeline.
 func check(name string, model porcupine.Model, ops []opRec, instantTurns bool, kinds ...opKind) error {
 	var hist []porcupine.Operation
 	for _, o := range ops {
@@ -168,28 +159,11 @@ func check(name string, model porcupine.Model, ops []opRec, instantTurns bool, k
 		}
 		hist = append(hist, porcupine.Operation{ClientId: clientOf(o), Input: o, Call: o.call, Output: nil, Return: ret})
 	}
-	res, info := porcupine.CheckOperationsVerbose(model, hist, checkTimeout)
-	if res == porcupine.Ok {
-		return nil
+	if err := harness.Check(name, model, hist); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: history is not linearizable (%s):\n", name, res)
-	sorted := append([]porcupine.Operation(nil), hist...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
-	for _, op := range sorted {
-		fmt.Fprintf(&b, "  [%4d,%4d] %s\n", op.Call, op.Return, op.Input.(opRec))
-	}
-	if dir := os.Getenv(harness.ArtifactsEnv); dir != "" {
-		base := filepath.Join(dir, unsafeName.ReplaceAllString(name, "_"))
-		if err := errors.Join(os.MkdirAll(dir, 0o755), porcupine.VisualizePath(model, info, base+".html"),
-			os.WriteFile(base+".txt", []byte(b.String()), 0o644)); err == nil {
-			fmt.Fprintf(&b, "porcupine timeline: %s.html\n", base)
-		}
-	}
-	return errors.New(b.String())
+	return nil
 }
-
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // clientOf gives each kind of operation its own row in porcupine's timeline.
 func clientOf(o opRec) int { return int(o.kind) }

@@ -176,12 +176,16 @@ func (o *ownerActor) Receive(c actor.Context) {
 		s := o.stats
 		s.Busy, s.SpentWakes = o.busy, o.spent
 		m.reply <- s
-	case *actor.Stopping:
+	case *actor.Started:
+		o.reportLifecycle(c)
+	case *actor.Stopped:
+		o.reportLifecycle(c)
+		// Sent once the actor is out of protoactor's process registry (Stopped, not
+		// Stopping), so the watcher, when it takes this, already sees the PID dead
+		// and keeps nothing to refuse a later registration of it.
 		if o.watcher != nil {
 			c.Send(o.watcher, &Stopped{PID: c.Self()})
 		}
-	case *actor.Started, *actor.Stopped:
-		o.reportLifecycle(c)
 	}
 }
 

@@ -256,11 +256,13 @@ func (r *registryActor) Receive(c actor.Context) {
 		r.detach(m.token)
 		m.reply <- struct{}{}
 	case *agentReq:
-		m.reply <- r.agent(m)
+		m.reply <- r.agent(c, m)
 	case *lookupAgentReq:
 		m.reply <- r.agents[m.session]
 	case *agentsMountedReq:
 		m.reply <- r.agentMounts > 0
+	case *footprintReq:
+		m.reply <- r.footprint()
 	case *teardownReq:
 		r.teardownOwner(c, m.key, m.reply)
 	case *owner.Stopped:
@@ -398,22 +400,21 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 			return "", notLive
 		}
 		oe = r.owners[a.PID().Id]
-		if oe == nil {
-			oe = &ownerEntry{key: a.PID().Id, pid: a.PID(), session: a.Session(), chain: chain}
-			r.owners[oe.key] = oe
-		}
-		if oe.tornDown {
+		if oe != nil && oe.tornDown {
 			return "", notLive
 		}
-		if oe.cleanup == nil {
-			key := oe.key
+		if oe == nil {
+			// The entry exists only with its cleanup effect in the owner's scope: a
+			// scope whose disposal has begun refuses it, and nothing is kept.
+			key := a.PID().Id
 			eff, err := a.Scope().Add(OwnerCleanupLabel, func(ctx context.Context) error {
 				return r.client.teardownOwner(ctx, key)
 			})
 			if err != nil {
 				return "", notLive
 			}
-			oe.cleanup = eff
+			oe = &ownerEntry{key: key, pid: a.PID(), session: a.Session(), chain: chain, cleanup: eff}
+			r.owners[key] = oe
 		}
 	}
 	key := ""
@@ -746,7 +747,7 @@ func (r *registryActor) detach(token uint64) {
 	}
 }
 
-func (r *registryActor) agent(m *agentReq) error {
+func (r *registryActor) agent(c actor.Context, m *agentReq) error {
 	s := m.agent.Session()
 	if m.unregister {
 		r.unregisterAgent(s, m.agent.PID())
@@ -755,11 +756,20 @@ func (r *registryActor) agent(m *agentReq) error {
 	if r.agentMounts == 0 {
 		return &messages.Error{Code: messages.CodeNoAgentRegistry, Message: TextNoAgentRegistry}
 	}
-	if o := r.owners[m.agent.PID().Id]; o != nil && o.tornDown {
+	if o := r.owners[m.agent.PID().Id]; (o != nil && o.tornDown) || m.agent.Scope().Disposed() || !r.alive(c, m.agent.PID()) {
 		return messages.Errorf(messages.CodeOwnerNotLive, "agent %q has been torn down and cannot be registered again", s)
 	}
 	r.registerAgent(s, m.agent.PID())
 	return nil
+}
+
+// alive reports whether pid's actor still runs on this node. An owner actor sends
+// its Stopped once it is out of protoactor's process registry, so after that
+// Stopped is processed, its incarnation reads dead here: the registry keeps no
+// tombstone of its own.
+func (r *registryActor) alive(c actor.Context, pid *actor.PID) bool {
+	_, ok := c.ActorSystem().ProcessRegistry.GetLocal(pid.Id)
+	return ok
 }
 
 // teardownOwner runs owner disposal (SPEC §2.11) for one exact incarnation: claim and
@@ -768,8 +778,9 @@ func (r *registryActor) agent(m *agentReq) error {
 func (r *registryActor) teardownOwner(c actor.Context, key string, reply chan<- struct{}) {
 	o := r.owners[key]
 	if o == nil {
-		// Never started a job: nothing to tear down; refuse later starts all the same.
-		r.owners[key] = &ownerEntry{key: key, tornDown: true}
+		// It never started a job, or its teardown is over and its entry removed:
+		// nothing to tear down, and nothing is kept for it. Later starts of that
+		// incarnation are refused all the same (see start and agent).
 		if reply != nil {
 			reply <- struct{}{}
 		}
@@ -778,12 +789,6 @@ func (r *registryActor) teardownOwner(c actor.Context, key string, reply chan<- 
 	if o.teardown != nil {
 		if reply != nil {
 			o.teardown.replies = append(o.teardown.replies, reply)
-		}
-		return
-	}
-	if o.tornDown && len(o.records) == 0 {
-		if reply != nil {
-			reply <- struct{}{}
 		}
 		return
 	}
@@ -814,7 +819,14 @@ func (r *registryActor) removeOwner(key string) {
 	if r.idx.removeOwner(o) > 0 {
 		r.fireChanged(o)
 	}
-	o.cleanup = nil
+	// The incarnation is gone from every table: its records, its bucket (freed
+	// with its last slot) and now its entry. Its cleanup effect leaves its scope
+	// (a teardown that its actor's stop began does not wait for the scope).
+	delete(r.owners, key)
+	if o.cleanup != nil {
+		o.cleanup.Detach()
+		o.cleanup = nil
+	}
 	for _, reply := range t.replies {
 		reply <- struct{}{}
 	}
@@ -874,6 +886,7 @@ func (r *registryActor) finishDispose() {
 			}
 		}
 	}
+	clear(r.owners) // every record is gone; Stopped and cleanups from now on find none
 	r.disposing = nil
 	r.disposed = true
 	for _, reply := range d.replies {

@@ -1,0 +1,65 @@
+package registry
+
+import "context"
+
+// Footprint counts every entry the registry keeps, table by table: what a leak
+// check compares against what should be live (issue 12's zero residue per
+// incarnation). Once every agent incarnation has been disposed and every job
+// settled and removed, each count is zero except Kinds (one id counter per kind
+// ever started: ids are never reused) and the observer registrations still
+// attached (Registrations, Layers, Controllers, AgentMounts).
+type Footprint struct {
+	Owners      int // incarnations that started jobs and are not yet torn down and removed
+	Agents      int // sessions with a registered instance
+	AgentsByPID int // the agent registry's reverse index
+	Buckets     int // admission buckets holding at least one slot
+	Kinds       int // id counters
+	Jobs        int // records by id (live and settled, until removal)
+	Sessions    int // per-session record lists
+	Unowned     int // unowned records
+	Observers   int // jobs with AwaitSettled callers pending
+	Causes      int // stop causes kept for the supervision tree
+	Crashed     int // crashed job actors not yet stopped
+	// Observer registrations (a scope's mounts stay until it is disposed).
+	Registrations int
+	Layers        int
+	Controllers   int
+	AgentMounts   int
+}
+
+type footprintReq struct{ reply chan<- Footprint }
+
+func (r *registryActor) footprint() Footprint {
+	return Footprint{
+		Owners:        len(r.owners),
+		Agents:        len(r.agents),
+		AgentsByPID:   len(r.agentOf),
+		Buckets:       len(r.adm.buckets),
+		Kinds:         len(r.adm.counters),
+		Jobs:          len(r.idx.byID),
+		Sessions:      len(r.idx.bySession),
+		Unowned:       len(r.idx.unowned),
+		Observers:     len(r.observers),
+		Causes:        len(r.life.causes),
+		Crashed:       len(r.life.crashed),
+		Registrations: len(r.regs),
+		Layers:        len(r.layers),
+		Controllers:   len(r.controllers),
+		AgentMounts:   r.agentMounts,
+	}
+}
+
+// Footprint returns the registry's table sizes, taken in one message (so after
+// every message already sent to the registry). It is a diagnostic for leak checks.
+func (c *Client) Footprint(ctx context.Context) (Footprint, error) {
+	reply := make(chan Footprint, 1)
+	c.root.Send(c.pid, &footprintReq{reply: reply})
+	select {
+	case f := <-reply:
+		return f, nil
+	case <-c.stopped:
+		return Footprint{}, stoppedErr()
+	case <-ctx.Done():
+		return Footprint{}, context.Cause(ctx)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package residue
+
+const raceEnabled = true

@@ -98,7 +98,7 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 		logger = slog.Default()
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, noticed: map[string]bool{},
+		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, scope: sc,
 			inspector: opts.Inspector, session: session}
 	}, actor.WithGuardian(guardian))
 	if opts.Props != nil {
@@ -130,7 +130,13 @@ type ownerActor struct {
 	logger  *slog.Logger
 	busy    bool
 	spent   int             // wakes spent since the last claimed user message
-	noticed map[string]bool // job ids already noticed: one notice per job, whatever mounts fire
+	// noticed is the job last noticed: one notice per job, whatever mounts fire.
+	// Every mount's notice of a job is sent within the one registry message that
+	// commits its settlement, from the registry's goroutine, so a job's duplicates
+	// reach this mailbox before any later job's notice: remembering the last job is
+	// enough, and nothing accumulates per job over a long incarnation.
+	noticed string
+	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
 	stats   Stats
 
 	inspector *actor.PID // the supervision tree's, or nil
@@ -214,11 +220,11 @@ func (o *ownerActor) reportLifecycle(c actor.Context) {
 
 // deliver picks the lane (SPEC §3.8) and calls the surface.
 func (o *ownerActor) deliver(n *Notice) {
-	if o.noticed[n.JobID] {
+	if n.JobID != "" && n.JobID == o.noticed {
 		o.stats.Duplicates++
 		return
 	}
-	o.noticed[n.JobID] = true
+	o.noticed = n.JobID
 	verb := o.inject
 	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
 		o.spent++

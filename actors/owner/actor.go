@@ -129,7 +129,7 @@ type ownerActor struct {
 	surface Surface
 	logger  *slog.Logger
 	busy    bool
-	spent   int             // wakes spent since the last claimed user message
+	spent   int // wakes spent since the last claimed user message
 	// noticed is the job last noticed: one notice per job, whatever mounts fire.
 	// Every mount's notice of a job is sent within the one registry message that
 	// commits its settlement, from the registry's goroutine, so a job's duplicates

@@ -581,10 +581,14 @@ func (r *registryActor) stopRequested(m *job.StopRequested) {
 		rec.reported = m.Reported
 		r.stopLanded(rec.ID, stopCause(m))
 	}
-	if m.Kill != nil {
-		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: rec.snapshot()}
-	}
+	// SPEC §2.7: set stopping, fire onJobsChanged, then return requested — the
+	// change is announced before the killer learns of it (as start's is). The
+	// snapshot is the one this message committed (§1.3 rule 6).
+	snap := rec.snapshot()
 	r.fireChanged(rec.owner)
+	if m.Kill != nil {
+		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: snap}
+	}
 }
 
 func (r *registryActor) settled(c actor.Context, m *job.Settled) {

@@ -304,6 +304,11 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 			"subagent parent %q is being disposed; the child was not established", pe.id))
 		return
 	}
+	if a := d.disposingLineage(m.parent); a != nil {
+		fail(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session()))
+		return
+	}
 	if m.ctx.Err() != nil {
 		fail(context.Cause(m.ctx))
 		return
@@ -549,6 +554,11 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			"subagent parent %q is being disposed; the child was not established", pe.id)}
 		return
 	}
+	if a := d.disposingLineage(m.parent); a != nil {
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session())}
+		return
+	}
 	e, err := d.materialize(c, m.id, m.parent, desc.Label)
 	if err != nil {
 		m.reply <- acceptRes{err: err}
@@ -640,11 +650,13 @@ func (d *directoryActor) subtree(id string, into map[string]bool) {
 	}
 }
 
-// lineageClosing reports whether the agent with this PID is tearing down its
-// lineage: the manager drains, a drain below it (or an ancestor) is in force, or it
-// or an ancestor Activation is being disposed (SPEC §6.5's inject lane).
-func (d *directoryActor) lineageClosing(pidID string) bool {
-	if d.draining {
+// lineageClosing reports whether the agent with this PID (a, its handle, if known)
+// is tearing down its lineage: the manager drains, a drain below it (or an
+// ancestor) is in force, it or an ancestor Activation is being disposed, or the
+// scope disposal — the teardown (SPEC §1.3 rule 26) — of it or of an agent above it
+// has begun (SPEC §6.5's inject lane).
+func (d *directoryActor) lineageClosing(pidID string, a *owner.Agent) bool {
+	if d.draining || (a != nil && a.Scope().Disposed()) {
 		return true
 	}
 	for cur := pidID; cur != ""; {
@@ -656,12 +668,30 @@ func (d *directoryActor) lineageClosing(pidID string) bool {
 			return false
 		}
 		e := d.acts[id]
-		if e.closing {
+		if e.closing || e.agent.Scope().Disposed() || e.parent.Scope().Disposed() {
 			return true
 		}
 		cur = e.parent.PID().Id
 	}
 	return false
+}
+
+// disposingLineage returns the first agent of a's lineage — a, then each agent
+// whose Activation holds the one before, up to a top-level agent — whose scope
+// disposal has begun: its teardown (SPEC §1.3 rule 26), which closes admission of
+// new continuable children below it. nil if none has.
+func (d *directoryActor) disposingLineage(a *owner.Agent) *owner.Agent {
+	for cur := a; cur != nil; {
+		if cur.Scope().Disposed() {
+			return cur
+		}
+		id, ok := d.byAgent[cur.PID().Id]
+		if !ok {
+			return nil
+		}
+		cur = d.acts[id].parent
+	}
+	return nil
 }
 
 // release completes a disposal (SPEC §6.5 steps 7–10): the Activation is removed,
@@ -704,7 +734,13 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 	if pid == nil {
 		return
 	}
-	closing := d.lineageClosing(pid.Id)
+	var recipient *owner.Agent // its handle, when the directory has it
+	if id, ok := d.byAgent[pid.Id]; ok {
+		recipient = d.acts[id].agent
+	} else if e.parent.PID().Equal(pid) {
+		recipient = e.parent
+	}
+	closing := d.lineageClosing(pid.Id, recipient)
 	if id, ok := d.byAgent[pid.Id]; ok {
 		c.Send(d.acts[id].pid, &inboxIn{msg: msg, wake: !closing})
 		return

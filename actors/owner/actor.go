@@ -152,7 +152,9 @@ func (o *ownerActor) Receive(c actor.Context) {
 	case *ChildNotice:
 		verb := o.steer
 		switch {
-		case m.LineageClosing:
+		case m.LineageClosing, o.scope.Disposed():
+			// Its lineage tears down — the sender saw it, or this incarnation's own
+			// scope disposal (its teardown, SPEC §1.3 rule 26) has begun: no new turn.
 			verb = o.inject
 		case !o.busy:
 			verb = o.followup

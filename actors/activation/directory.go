@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
@@ -148,6 +149,18 @@ type entry struct {
 	waiting   []any    // operations that arrived while starting or closing
 }
 
+// belowDrain is a drain below one exact parent (SPEC §6.7), in force until that
+// parent leaves the registry. end is its effect in the parent's scope: the parent's
+// disposal (its teardown, which itself closes admission below it) ends the record,
+// so none is kept per drained incarnation.
+type belowDrain struct {
+	session string
+	end     *scope.Effect
+}
+
+// belowOver says a drained parent's scope disposal has begun: its record goes.
+type belowOver struct{ pid string }
+
 // drainWait is a caller waiting until none of ids (nil: none at all) is resident.
 type drainWait struct {
 	ids  map[string]bool
@@ -170,7 +183,7 @@ type directoryActor struct {
 	byPID    map[string]*entry            // Activation PID Id → its entry
 	kids     map[string]map[string]*entry // parent agent PID Id → child id → entry
 	draining bool
-	below    map[string]string // parent PID Id → its session: drains below exact parents
+	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
 	spawned  uint64 // Activations spawned, for their unique names
 	life     lifecycle
@@ -233,6 +246,10 @@ func (d *directoryActor) Receive(c actor.Context) {
 		d.drainBelow(c, m)
 	case *gaugeReq:
 		m.reply <- len(d.acts)
+	case *footprintReq:
+		m.reply <- d.footprint()
+	case *belowOver:
+		delete(d.below, m.pid)
 	case *inspectReq:
 		m.fn(d)
 	case *actor.Terminated:
@@ -262,11 +279,12 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 		return nil
 	}
 	for cur := parent.PID().Id; cur != ""; {
-		if s, ok := d.below[cur]; ok {
-			if pid := d.m.deps.Jobs.RegisteredAgent(s); pid != nil && pid.Id == cur {
-				return drainingBelow(s)
+		if b, ok := d.below[cur]; ok {
+			if pid := d.m.deps.Jobs.RegisteredAgent(b.session); pid != nil && pid.Id == cur {
+				return drainingBelow(b.session)
 			}
 			delete(d.below, cur) // that parent left the registry: the drain is over
+			b.end.Detach()
 		}
 		id, ok := d.byAgent[cur]
 		if !ok {
@@ -816,7 +834,18 @@ func (d *directoryActor) drainBelow(c actor.Context, m *drainBelowReq) {
 		if p == nil || !d.m.live(p) {
 			continue
 		}
-		d.below[p.PID().Id] = p.Session()
+		if key := p.PID().Id; d.below[key].end == nil {
+			root, self := c.ActorSystem().Root, c.Self()
+			end, err := p.Scope().Add("continuations.drainBelow()", func(context.Context) error {
+				root.Send(self, &belowOver{pid: key})
+				return nil
+			})
+			// A parent whose disposal has begun needs no record: disposingLineage
+			// already closes admission below it.
+			if err == nil {
+				d.below[key] = belowDrain{session: p.Session(), end: end}
+			}
+		}
 		for _, ch := range d.children(p) {
 			d.subtree(ch.id, targets)
 			d.disposeTree(c, ch.id, false)

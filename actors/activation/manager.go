@@ -118,7 +118,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 		m.logger = slog.Default()
 	}
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, byPID: map[string]*entry{},
-		kids: map[string]map[string]*entry{}, below: map[string]string{}}
+		kids: map[string]map[string]*entry{}, below: map[string]belowDrain{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
 	pid, err := system.Root.SpawnNamed(props, "directory")
 	if err != nil {

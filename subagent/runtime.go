@@ -134,6 +134,16 @@ func (rt *Runtime) List() []string {
 	return names
 }
 
+// ListenerLayers returns how many scopes hold listeners: a diagnostic for leak
+// checks (a disposed scope leaves none).
+func (rt *Runtime) ListenerLayers() int {
+	reply := make(chan any, 1)
+	n, _ := rt.ask(&layersReq{reply: reply}, reply).(int)
+	return n
+}
+
+type layersReq struct{ reply chan any }
+
 // Listen registers a listener in sc. Every listener hears the provider events, in
 // registration order; a global-scope listener hears every start/end event, one in
 // another scope those of parents composed under it.
@@ -310,6 +320,8 @@ func (a *runtimeActor) Receive(c actor.Context) {
 		m.reply <- nil
 	case *listReq:
 		m.reply <- append([]string(nil), a.order...)
+	case *layersReq:
+		m.reply <- len(a.listeners)
 	case *listenReq:
 		a.listeners[m.scope] = append(a.listeners[m.scope], &listenerEntry{token: m.token, fn: m.fn})
 		m.reply <- nil
@@ -317,7 +329,11 @@ func (a *runtimeActor) Receive(c actor.Context) {
 		for id, ls := range a.listeners {
 			for i, l := range ls {
 				if l.token == m.token {
-					a.listeners[id] = append(ls[:i:i], ls[i+1:]...)
+					if len(ls) == 1 {
+						delete(a.listeners, id) // nothing kept for a scope with no listener
+					} else {
+						a.listeners[id] = append(ls[:i:i], ls[i+1:]...)
+					}
 				}
 			}
 		}

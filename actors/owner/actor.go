@@ -13,7 +13,9 @@ import (
 )
 
 // Stopped is sent to the owner's watcher (the job registry) when the owner actor
-// stops for any reason, so the jobs of that incarnation are torn down.
+// stops for any reason, so the jobs of that incarnation are torn down. It is sent
+// from the actor's Stopped handler: its PID is already out of protoactor's process
+// registry, so the watcher can tell a stopped incarnation by lookup alone.
 type Stopped struct{ PID *actor.PID }
 
 // EffectLabel is the label of the Scope effect that stops the owner actor.

@@ -246,7 +246,7 @@ func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise fu
 	require.NoError(t, err)
 	preset, err := sys.Scope().Child("preset")
 	require.NoError(t, err)
-	m, err := jobtools.MountIn(sys, preset, cfg)
+	m, err := jobtools.MountIn(sys.Jobs(), preset, cfg)
 	require.NoError(t, err)
 	settled := &settlements{chans: map[string]chan *messages.JobSnapshot{}}
 	_, err = sys.Jobs().OnJobDone(preset, settled.observe)

@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 // The reliability table: TESTING.md's mutation check, one row per planted bug of
 // mutation.Catalogue. Each row's test runs its suite's own code in paired runs:
 // run i without the bug must pass, and the same run i (same seed) with the bug
@@ -31,17 +33,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/test/mutation"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// moduleRoot is the repository root, from this package's directory.
-const moduleRoot = "../.."
 
 // TestCatalogueListsEveryPlantedBug: every Planted… string constant in the runtime
 // (actors/) is in the catalogue with its value, and every catalogue entry names

@@ -39,7 +39,6 @@ import (
 	"github.com/troupe-rt/troupe/test/mutation"
 )
 
-
 // TestCatalogueListsEveryPlantedBug: every Planted… string constant in the runtime
 // (actors/) is in the catalogue with its value, and every catalogue entry names
 // one: a bug planted without a mutation test, or a stale entry, fails here.

@@ -11,12 +11,12 @@
 // share of the suite's schedules that catch the bug where a run is several.
 //
 //	bug                       | switch (fault.Plant)     | suite: oracle                                          | caught (default runs) [30 runs]          | command
-//	check-then-act settlement | check-then-act-settle    | test/settle: porcupine settlement model + counters     | 3 of 3, ≤40 schedules each [30 of 30; 30 of 231 schedules] | go test -race -tags troupe_mutation -run TestMutation_CheckThenActSettle ./test/settle/
-//	double slot release       | double-slot-release      | test/settle: admission probe after the job actor stops | 3 of 3, ≤20 schedules each [30 of 30; 30 of 54 schedules]  | go test -race -tags troupe_mutation -run TestMutation_DoubleSlotRelease ./test/settle/
+//	check-then-act settlement | check-then-act-settle    | test/settle: porcupine settlement model + counters     | 3 of 3, ≤40 schedules each [30 of 30; 30 of 198 schedules] | go test -race -tags troupe_mutation -run TestMutation_CheckThenActSettle ./test/settle/
+//	double slot release       | double-slot-release      | test/settle: admission probe after the job actor stops | 3 of 3, ≤20 schedules each [30 of 30; 30 of 58 schedules]  | go test -race -tags troupe_mutation -run TestMutation_DoubleSlotRelease ./test/settle/
 //	notice before commit      | notice-before-commit     | test/notices: predicted snapshot/notice, notice after commit, settled == delivered + claimed | 4 of 4, 20 rounds each [30 of 30] | go test -race -tags troupe_mutation -run TestMutation_NoticeBeforeCommit ./test/notices/
 //	activation without claim  | activation-without-claim | test/activation_suites: stale-epoch counter; porcupine directory model | 4 of 4, 1 storm each [30 of 30; 30 of 30 schedules] | go test -race -tags troupe_mutation -run TestMutation_ActivationWithoutClaim ./test/activation_suites/
 //	authorisation by sender   | authz-by-sender          | test/activation_suites: every ordered pair of a generated tree | 4 of 4, 1 tree each [30 of 30; 30 of 30 schedules] | go test -race -tags troupe_mutation -run TestMutation_AuthzBySender ./test/activation_suites/
-//	FIFO by map iteration     | fifo-by-map-iteration    | test/activation_suites: turn order == acceptance order; porcupine FIFO model | 4 of 4, ≤8 schedules each [30 of 30; 30 of 34 schedules] | go test -race -tags troupe_mutation -run TestMutation_FIFOByMapIteration ./test/activation_suites/
+//	FIFO by map iteration     | fifo-by-map-iteration    | test/activation_suites: turn order == acceptance order; porcupine FIFO model | 4 of 4, ≤8 schedules each [30 of 30; 30 of 33 schedules] | go test -race -tags troupe_mutation -run TestMutation_FIFOByMapIteration ./test/activation_suites/
 //
 // All of them: go test -race -tags troupe_mutation -run TestMutation ./test/...
 // (≈ 40 s of test time under -race on 2 vCPUs; a planted run that loses a reply

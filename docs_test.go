@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/troupe-rt/troupe/test/mutation"
 )
 
 // contract is what docs/SPEC.md offers to cite: its numbered sections (headings
@@ -178,24 +176,4 @@ func TestContractCitationCheckCatchesDanglingCitations(t *testing.T) {
 		file + ": \u00a71.3 rule 43 (no such rule)",
 		file + ": \u00a72.15 (no such heading)",
 	}, unresolved(t, spec, dir))
-}
-
-// docs/TESTING.md's mutation table lists every planted bug of the catalogue with
-// its switch and its test.
-func TestTestingGuideListsEveryPlantedBug(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("docs", "TESTING.md"))
-	require.NoError(t, err)
-	guide := string(raw)
-	require.NotEmpty(t, mutation.Catalogue)
-	for _, b := range mutation.Catalogue {
-		row := ""
-		for line := range strings.Lines(guide) {
-			if strings.Contains(line, "| `"+b.Switch+"` |") {
-				row = line
-			}
-		}
-		require.NotEmpty(t, row, "docs/TESTING.md has a row for %s", b.Switch)
-		require.Contains(t, row, "`"+b.Test+"`", b.Switch)
-		require.Contains(t, row, "`"+strings.TrimPrefix(b.Suite, "./")+"`", b.Switch)
-	}
 }

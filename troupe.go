@@ -23,11 +23,15 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
 )
 
@@ -195,6 +199,32 @@ func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Opt
 		o.Inspector = s.tree.PID()
 	}
 	return owner.Spawn(s.actors.Root, parent, session, s.jobs.PID(), o)
+}
+
+// StartContinuations makes the continuation manager of s (SPEC §6; package
+// activation): children's agents are spawned under the global scope and
+// registered under their session ids, and Shutdown drains every Activation
+// (child-first) before the actors stop. surface, if set, gives each child agent
+// its delivery surface (nil, or a nil result: the child's own Activation inbox).
+// store nil leaves the manager without persistence (PERSISTENCE_UNAVAILABLE).
+func (s *System) StartContinuations(store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
+	surface func(childID string) owner.Surface, opts ...activation.Option) (*activation.Manager, error) {
+	return activation.Start(activation.Host{
+		Actors:    s.actors,
+		Scope:     s.root,
+		Jobs:      s.jobs,
+		Inspector: s.tree.PID(),
+		NewAgent: func(session string, o owner.Options) (*owner.Agent, error) {
+			return s.NewAgent(nil, session, o)
+		},
+	}, store, runtime, runner, surface, opts...)
+}
+
+// StartController starts the job-controller actor (the human surface: job.kill,
+// job.list, job.follow; package controller), stopped with the global scope. It
+// attaches no job controller (SPEC §1.3 rule 25).
+func (s *System) StartController(cfg controller.Config) (*controller.Controller, error) {
+	return controller.Spawn(s.jobs, s.root, s.tree.PID(), cfg)
 }
 
 // Shutdown stops the system in two phases: first it refuses new work and tears down

@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
-	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/session"
@@ -522,8 +521,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		return
 	}
 	if e := d.acts[m.id]; e != nil {
-		if e.starting == nil && !e.closing && fault.Planted(PlantedActivationWithoutClaim) {
-			d.plantedResumeCold(c, m, e)
+		if e.starting == nil && !e.closing && d.plantedResumeCold(c, m, e) {
 			return
 		}
 		if e.closing || e.starting != nil {

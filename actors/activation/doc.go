@@ -2,7 +2,8 @@
 // each a durable session with at most one live Activation.
 //
 // The embedder's contract:
-//  1. Start(sys, store, runtime, runner, surface) makes the Manager of a System; the
+//  1. troupe.System.StartContinuations(store, runtime, runner, surface) (Start with
+//     the Host the facade fills) makes the Manager of a System; the
 //     agent registry must be mounted (Jobs().MountAgents) for parents to be live.
 //     Without a store every start fails PERSISTENCE_UNAVAILABLE; a Manager built
 //     with NewManager and no Deps.Jobs answers CONTINUATION_UNAVAILABLE.

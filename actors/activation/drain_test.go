@@ -72,7 +72,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 		}
 	})
 	require.NoError(t, err)
-	e.m, err = activation.Start(sys, session.NewMemory(), rt, e.runner, nil, activation.WithLogger(slog.New(logs)))
+	e.m, err = sys.StartContinuations(session.NewMemory(), rt, e.runner, nil, activation.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	return e
 }

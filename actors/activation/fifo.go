@@ -1,7 +1,6 @@
 package activation
 
 import (
-	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/session"
 )
 
@@ -184,8 +183,8 @@ func (c *Core) next() Effect {
 	}
 	if c.running == nil && !c.parked && c.awake && len(c.queue) > 0 {
 		m, rest := c.queue[0], c.queue[1:]
-		if fault.Planted(PlantedFIFOByMapIteration) {
-			m, rest = takeByMapIteration(c.queue)
+		if pm, prest, ok := plantedTake(c.queue); ok {
+			m, rest = pm, prest
 		}
 		c.queue = rest
 		c.running = &m

@@ -93,7 +93,7 @@ func newIndexRig(t *testing.T, store session.Store, opts ...activation.Option) *
 	runner := newGatedRunner(t)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, store, rt, runner, nil, opts...)
+	m, err := sys.StartContinuations(store, rt, runner, nil, opts...)
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 16)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})

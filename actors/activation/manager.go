@@ -89,7 +89,7 @@ type Deps struct {
 	// Dispatcher, if set, runs the activations' mailboxes (seeded schedules).
 	Dispatcher actor.Dispatcher
 	// Inspector, if set, receives the lifecycle events of the directory and its
-	// Activations (troupe.System.Tree().PID(); Start sets it).
+	// Activations (Host.Inspector; Start sets it).
 	Inspector *actor.PID
 	// Restarts bounds how often an Activation restarts after a panic: past
 	// Restarts.MaxRestarts failures within Restarts.Within (the zero value: 3 within

@@ -1,15 +1,17 @@
+//go:build troupe_mutation
+
 package activation
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/session"
 )
 
-// Planted bugs of the continuation manager (TESTING.md's mutation check). Each is
-// compiled in but inert: only a test that installs a fault injector with
+// Planted bugs of the continuation manager (TESTING.md's mutation check). This
+// file is compiled only into troupe_mutation builds (planted_off.go is its no-op
+// twin in every other build); even there each bug is inert: only a test that installs a fault injector with
 // fault.Plant(name) turns it on. test/activation_suites shows its suites catch them.
 const (
 	// PlantedActivationWithoutClaim: a followup to a resident child does not use the
@@ -31,29 +33,43 @@ const (
 	PlantedFIFOByMapIteration = "fifo-by-map-iteration"
 )
 
-// plantedResumeCold is PlantedActivationWithoutClaim: claimed is the child's
-// resident Activation, fully materialized and not closing. It is forgotten, not
-// disposed, and m cold-resumes the child as if it were absent.
-func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, claimed *entry) {
+// plantedResumeCold is PlantedActivationWithoutClaim, if planted (it reports
+// whether it handled m): claimed is the child's resident Activation, fully
+// materialized and not closing. It is forgotten, not disposed, and m cold-resumes
+// the child as if it were absent.
+func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, claimed *entry) bool {
+	if !fault.Planted(PlantedActivationWithoutClaim) {
+		return false
+	}
 	d.unindex(claimed)
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
 		d.index(claimed)
 		m.reply <- acceptRes{err: err}
-		return
+		return true
 	}
 	e.starting = &pending{resume: m}
 	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+	return true
 }
 
-// authorisedSession is the session a followup is authorised as: that of parent,
-// the exact live incarnation that sent it. With PlantedAuthzBySender planted, the
-// session its source claims.
-func authorisedSession(parent *owner.Agent, src session.Source) string {
-	if fault.Planted(PlantedAuthzBySender) && src.SenderSessionID != "" {
-		return src.SenderSessionID
+// plantedTake is the next turn's pick with PlantedFIFOByMapIteration planted (ok
+// false: not planted, take the queue's head).
+func plantedTake(queue []session.InboxMessage) (next session.InboxMessage, rest []session.InboxMessage, ok bool) {
+	if !fault.Planted(PlantedFIFOByMapIteration) {
+		return next, nil, false
 	}
-	return parent.Session()
+	next, rest = takeByMapIteration(queue)
+	return next, rest, true
+}
+
+// plantedSender is PlantedAuthzBySender: the session a followup's source claims
+// (ok false: not planted, or no claim).
+func plantedSender(src session.Source) (string, bool) {
+	if fault.Planted(PlantedAuthzBySender) && src.SenderSessionID != "" {
+		return src.SenderSessionID, true
+	}
+	return "", false
 }
 
 // takeByMapIteration is PlantedFIFOByMapIteration's pick: the first message a

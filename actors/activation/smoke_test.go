@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -31,7 +30,7 @@ func TestSmokeStartFollowupSettleNotice(t *testing.T) {
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
 
 	in := &inbox{msgs: make(chan owner.Message, 8)}

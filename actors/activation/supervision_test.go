@@ -81,7 +81,7 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
-	m, err := activation.Start(sys, store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 8)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})

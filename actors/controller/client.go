@@ -9,7 +9,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
@@ -24,18 +23,20 @@ type Controller struct {
 	streams atomic.Uint64
 }
 
-// Spawn starts the job-controller actor of sys. It attaches no job controller
+// Spawn starts the job-controller actor over the job registry jobs, stopped with
+// the global scope global, reporting its lifecycle to inspector (the facade,
+// troupe.System.StartController, passes its own). It attaches no job controller
 // (SPEC §1.3 rule 25): the human surface can kill and observe, never arm Start.
-func Spawn(sys *troupe.System, cfg Config) (*Controller, error) {
+func Spawn(jobs *registry.Client, global *scope.Scope, inspector *actor.PID, cfg Config) (*Controller, error) {
 	cfg = cfg.withDefaults()
-	a := &controllerActor{cfg: cfg, jobs: sys.Jobs(), rosters: map[key]*roster{}, follows: map[key]*follow{},
-		inspector: sys.Tree().PID()}
-	root := sys.Actors().Root
+	a := &controllerActor{cfg: cfg, jobs: jobs, rosters: map[key]*roster{}, follows: map[key]*follow{},
+		inspector: inspector}
+	root := jobs.Root()
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "job-controller")
 	if err != nil {
 		return nil, err
 	}
-	eff, err := sys.Jobs().OnJobsChanged(sys.Scope(), func(o registry.Owner) {
+	eff, err := jobs.OnJobsChanged(global, func(o registry.Owner) {
 		root.Send(pid, &changed{session: o.Session})
 	})
 	if err != nil {
@@ -43,7 +44,7 @@ func Spawn(sys *troupe.System, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	// Stopping the actor goes with the global scope (before the system stops).
-	stop, err := sys.Scope().Add("job-controller.stop()", func(ctx context.Context) error {
+	stop, err := global.Add("job-controller.stop()", func(ctx context.Context) error {
 		_ = eff.Run(ctx)
 		return root.StopFuture(pid).Wait()
 	})

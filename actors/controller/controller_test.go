@@ -25,7 +25,7 @@ const (
 
 func setup(t *testing.T) (*troupe.System, *controller.Controller) {
 	sys, _ := troupetest.Served(t)
-	ctl, err := controller.Spawn(sys, controller.Config{ObserveFlush: flush, ObserveMaxFrameBytes: frameBytes})
+	ctl, err := sys.StartController(controller.Config{ObserveFlush: flush, ObserveMaxFrameBytes: frameBytes})
 	require.NoError(t, err)
 	return sys, ctl
 }

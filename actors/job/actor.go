@@ -82,8 +82,8 @@ type doneMsg struct {
 }
 
 func (a *jobActor) Receive(c actor.Context) {
-	if p := plantedOf(a); p != nil {
-		defer p.publish(a)
+	if after := plantedReceive(a); after != nil {
+		defer after()
 	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
@@ -165,9 +165,7 @@ func (a *jobActor) Receive(c actor.Context) {
 		a.core.TeardownCancelled()
 		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
 	case *actor.Stopped:
-		if plantedAny.Load() {
-			planted.Delete(a)
-		}
+		plantedStopped(a)
 	case *actor.Stopping:
 		if !a.handedOff {
 			// Stopped before its producer settled (a panic in this actor, or a stop from
@@ -180,28 +178,16 @@ func (a *jobActor) Receive(c actor.Context) {
 
 // deliverer returns the Done watcher's callback for this job, which forwards the
 // producer's outcome to the job actor. It is held while the job lives, so the
-// production path is a single closure (of root and self); the planted bugs wrap it.
+// production path is a single closure (of root and self); in a troupe_mutation
+// build, the planted bugs wrap it.
 func (a *jobActor) deliverer(c actor.Context) func(Outcome, bool) {
 	root, self := c.ActorSystem().Root, c.Self()
-	fast, noticeFirst := fault.Planted(PlantedCheckThenActSettle), fault.Planted(PlantedNoticeBeforeCommit)
-	if !fast && !noticeFirst {
-		return func(o Outcome, ok bool) {
-			fault.Yield("job.done.deliver")
-			root.Send(self, &doneMsg{o: o, ok: ok})
-		}
-	}
-	deliver := func(o Outcome, ok bool) { root.Send(self, &doneMsg{o: o, ok: ok}) }
-	if fast {
-		p := newPlantedFastSettle(a, root, self)
-		setPlanted(a, p)
-		deliver = p.deliver
-	}
-	if noticeFirst {
-		deliver = plantedNoticeFirst(&a.cfg, root, deliver)
+	if d := plantedDeliverer(a, root, self); d != nil {
+		return d
 	}
 	return func(o Outcome, ok bool) {
 		fault.Yield("job.done.deliver")
-		deliver(o, ok)
+		root.Send(self, &doneMsg{o: o, ok: ok})
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 package job
 
 import (
@@ -10,8 +12,50 @@ import (
 	"github.com/troupe-rt/troupe/internal/fault"
 )
 
+// The planted bugs of the job actor (TESTING.md's mutation check). This file is
+// compiled only into troupe_mutation builds (planted_off.go is its no-op twin in
+// every other build); even there each bug is inert until a test plants it.
+
+// plantedReceive is the job actor's per-message hook: the after-message step of
+// PlantedCheckThenActSettle (publishing the core), or nil.
+func plantedReceive(a *jobActor) func() {
+	if p := plantedOf(a); p != nil {
+		return func() { p.publish(a) }
+	}
+	return nil
+}
+
+// plantedStopped forgets a stopped job actor's planted state.
+func plantedStopped(a *jobActor) {
+	if plantedAny.Load() {
+		planted.Delete(a)
+	}
+}
+
+// plantedDeliverer is the Done watcher's callback of a job actor started while a
+// planted bug of this package is planted, or nil (the production closure).
+func plantedDeliverer(a *jobActor, root *actor.RootContext, self *actor.PID) func(Outcome, bool) {
+	fast, noticeFirst := fault.Planted(PlantedCheckThenActSettle), fault.Planted(PlantedNoticeBeforeCommit)
+	if !fast && !noticeFirst {
+		return nil
+	}
+	deliver := func(o Outcome, ok bool) { root.Send(self, &doneMsg{o: o, ok: ok}) }
+	if fast {
+		p := newPlantedFastSettle(a, root, self)
+		setPlanted(a, p)
+		deliver = p.deliver
+	}
+	if noticeFirst {
+		deliver = plantedNoticeFirst(&a.cfg, root, deliver)
+	}
+	return func(o Outcome, ok bool) {
+		fault.Yield("job.done.deliver")
+		deliver(o, ok)
+	}
+}
+
 // PlantedCheckThenActSettle names a deliberately planted bug (TESTING.md's mutation
-// check). It is compiled in but inert: only a test that installs a fault injector
+// check). It is inert: only a test that installs a fault injector
 // with fault.Plant(PlantedCheckThenActSettle) turns it on, for the job actors started
 // while that injector is installed. test/settle shows its suite catches it.
 const PlantedCheckThenActSettle = "check-then-act-settle"

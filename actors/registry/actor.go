@@ -248,8 +248,6 @@ func (r *registryActor) Receive(c actor.Context) {
 		r.stopRequested(m)
 	case *job.Settled:
 		r.settled(c, m)
-	case *job.PlantedEarlyOutcome:
-		r.plantedAnnounce(m)
 	case *attachReq:
 		m.reply <- r.attach(m)
 	case *detachReq:
@@ -289,7 +287,9 @@ func (r *registryActor) Receive(c actor.Context) {
 	case *actor.Started, *actor.Stopping, *actor.Stopped:
 		r.ownLifecycle(c)
 	default:
-		r.receiveProto(c)
+		if !r.plantedReceive(m) {
+			r.receiveProto(c)
+		}
 	case *jobGone:
 		if rec := r.idx.get(m.id); rec != nil && rec.live() {
 			r.stopLanded(m.id, supervision.CauseNone)

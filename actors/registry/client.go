@@ -47,6 +47,11 @@ func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Cli
 // PID returns the registry actor's PID.
 func (c *Client) PID() *actor.PID { return c.pid }
 
+// Root is the root context of the registry's actor system: what the packages
+// built on the registry (the job controller, the job tools' notice listener) send
+// and spawn with.
+func (c *Client) Root() *actor.RootContext { return c.root }
+
 func stoppedErr() error {
 	return &messages.Error{Code: messages.CodeStopped, Message: "troupe system is shut down"}
 }

@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 package registry
 
 import (
@@ -9,8 +11,21 @@ import (
 	"github.com/troupe-rt/troupe/internal/fault"
 )
 
-// PlantedDoubleSlotRelease names a planted bug (TESTING.md's mutation check),
-// compiled in but inert: only a test that installs a fault injector with
+// The planted bugs of the registry (TESTING.md's mutation check). This file is
+// compiled only into troupe_mutation builds (planted_off.go is its no-op twin in
+// every other build); even there each bug is inert until a test plants it.
+
+// plantedReceive handles the registry's planted-bug messages: true if m was one.
+func (r *registryActor) plantedReceive(m any) bool {
+	if m, ok := m.(*job.PlantedEarlyOutcome); ok {
+		r.plantedAnnounce(m)
+		return true
+	}
+	return false
+}
+
+// PlantedDoubleSlotRelease names a planted bug (TESTING.md's mutation check). It is
+// inert: only a test that installs a fault injector with
 // fault.Plant(PlantedDoubleSlotRelease) turns it on. A cleanup added to the
 // registry's handling of a job actor's termination frees the job's admission slot
 // "in case it was never freed" — but the settlement commit already freed it, and

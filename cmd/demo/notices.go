@@ -108,7 +108,7 @@ func scenarioNotices(st *stage) error {
 	}
 	defer st.shutdown(sys)
 	wakes := int64(wakeBudget)
-	mount, err := jobtools.MountIn(sys, sys.Scope(), jobtools.Config{MaxConsecutiveWakes: &wakes})
+	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{MaxConsecutiveWakes: &wakes})
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func scenarioNotices(st *stage) error {
 	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
 		return err
 	}
-	ctl, err := controller.Spawn(sys, controller.Config{})
+	ctl, err := sys.StartController(controller.Config{})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	if err != nil {
 		return fail(err)
 	}
-	if s.jobs, err = jobtools.MountIn(sys, sys.Scope(), cfg); err != nil {
+	if s.jobs, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg); err != nil {
 		return fail(err)
 	}
 	st.emit(Event{Kind: KindMount, Text: "tool-jobs", Budget: resolved.MaxConsecutiveWakes,
@@ -86,7 +86,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	if _, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner)); err != nil {
 		return fail(err)
 	}
-	if s.mgr, err = activation.Start(sys, s.store, rt, runner, nil, activation.WithLogger(st.logger())); err != nil {
+	if s.mgr, err = sys.StartContinuations(s.store, rt, runner, nil, activation.WithLogger(st.logger())); err != nil {
 		return fail(err)
 	}
 	if s.agent, err = agenttools.New(s.mgr, ""); err != nil {

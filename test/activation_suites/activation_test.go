@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/test/mutation"
 )
 
 // TestActivationStormCold: barrier-released followup storms at settled children.
@@ -197,10 +198,10 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 	w.awaitLive(0) // every activation settles once its queue is empty
 	w.drain()
 
-	require.LessOrEqual(t, maxLive.Load(), int64(sessions), "live activations above the number of sessions")
-	require.Zero(t, w.store.stale.Load(), "writes refused for a stale epoch: two activations of one session wrote")
+	require.LessOrEqual(mutation.LiveGauge.TB(t), maxLive.Load(), int64(sessions), "live activations above the number of sessions")
+	require.Zero(mutation.StaleEpoch.TB(t), w.store.stale.Load(), "writes refused for a stale epoch: two activations of one session wrote")
 	ops := classifyAcquires(w.ops())
-	require.NoError(t, check(t.Name(), directoryModel(), splitTurns(ops), false, opAcquire, opRelease, opTurn, opTurnEnd))
+	require.NoError(mutation.DirectoryModel.TB(t), check(t.Name(), directoryModel(), splitTurns(ops), false, opAcquire, opRelease, opTurn, opTurnEnd))
 	requireDisjointTurns(t, w, ids)
 
 	// Per session: materializations + restarts = the stored epoch; materializations

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/test/mutation"
 )
 
 // TestFIFO: senders (each with its own sequence numbers) race followups into one or
@@ -117,7 +118,7 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		inbox := inboxTexts(w.load("c0"))
 		h := slices.Index(inbox, held)
 		require.GreaterOrEqual(t, h, 0)
-		require.Equal(t, inbox[:h+1], textsOf(w.runner.bySession("c0")),
+		require.Equal(mutation.TurnOrder.TB(t), inbox[:h+1], textsOf(w.runner.bySession("c0")),
 			"turns that ran before the waking send: exactly those accepted up to the interrupted one")
 		if rest := len(inbox) - h - 1; rest > 0 {
 			// Messages wait behind the interrupted turn: the Activation stays
@@ -163,7 +164,7 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 	for _, id := range ids {
 		snap := w.load(id)
 		turns := w.runner.bySession(id)
-		require.Equal(t, inboxTexts(snap), textsOf(turns), "%s: turn order vs acceptance order", id)
+		require.Equal(mutation.TurnOrder.TB(t), inboxTexts(snap), textsOf(turns), "%s: turn order vs acceptance order", id)
 		reasons := stopReasons(snap)
 		for _, tr := range turns {
 			want := subagent.StopCompleted
@@ -183,7 +184,7 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 			ops[i].seq = seq[ops[i].msgID]
 		}
 	}
-	require.NoError(t, check(t.Name(), fifoModel(), ops, true, opEnqueue, opTurn))
+	require.NoError(mutation.FIFOModel.TB(t), check(t.Name(), fifoModel(), ops, true, opEnqueue, opTurn))
 }
 
 func ran(w *world, text string) int {

@@ -72,7 +72,7 @@ func newContRig(b *testing.B, store session.Store) *contRig {
 	require.NoError(b, err)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), r.runner))
 	require.NoError(b, err)
-	r.m, err = activation.Start(sys, store, rt, r.runner, nil)
+	r.m, err = sys.StartContinuations(store, rt, r.runner, nil)
 	require.NoError(b, err)
 	r.parent = troupetest.Agent(b, sys, "P")
 	return r

@@ -44,7 +44,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
-	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -94,7 +93,7 @@ func TestDurabilityChild(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
 	p := troupetest.Agent(t, sys, "P")
 	say("READY")
@@ -264,7 +263,7 @@ func probe(t *testing.T, path string, round int, acked []ack) bool {
 	require.NoError(t, err)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
 	p := troupetest.Agent(t, sys, "P")
 	text := fmt.Sprintf("probe %d", round)

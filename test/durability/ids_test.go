@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -113,7 +112,7 @@ func TestDurabilityIDsChild(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
 	p := troupetest.Agent(t, sys, "P")
 	ctx := context.Background()

@@ -122,7 +122,7 @@ func TestFollowupFlood(t *testing.T) {
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
-	m, err := activation.Start(sys, store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	parent, err := sys.NewAgent(nil, "parent", owner.Options{})
 	require.NoError(t, err)

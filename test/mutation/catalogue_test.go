@@ -1,23 +1,28 @@
+//go:build troupe_mutation
+
 // The reliability table: TESTING.md's mutation check, one row per planted bug of
 // mutation.Catalogue. Each row's test runs its suite's own code in paired runs:
 // run i without the bug must pass, and the same run i (same seed) with the bug
-// planted must fail; "caught" counts the planted runs that failed, and every one
-// must. The default runs are the ones `go test -race ./...` makes; the figures in
-// brackets are one measurement with TROUPE_MUTATION_RUNS=30 (2 vCPUs, -race), with
-// the share of the suite's schedules that catch the bug where a run is several.
+// planted must fail by one of the bug's named oracles (Bug.Oracles; a timeout or
+// any other failure is not a catch), with the same budgets; "caught" counts the
+// planted runs that did, and every one must. The default runs are the ones
+// `go test -race -tags troupe_mutation ./test/...` makes; the figures in brackets
+// are one measurement with TROUPE_MUTATION_RUNS=30 (2 vCPUs, -race), with the
+// share of the suite's schedules that catch the bug where a run is several.
 //
 //	bug                       | switch (fault.Plant)     | suite: oracle                                          | caught (default runs) [30 runs]          | command
-//	check-then-act settlement | check-then-act-settle    | test/settle: porcupine settlement model + counters     | 3 of 3, ≤40 schedules each [30 of 30; 30 of 231 schedules] | go test -race -run TestMutation_CheckThenActSettle ./test/settle/
-//	double slot release       | double-slot-release      | test/settle: admission probe after the job actor stops | 3 of 3, ≤20 schedules each [30 of 30; 30 of 54 schedules]  | go test -race -run TestMutation_DoubleSlotRelease ./test/settle/
-//	notice before commit      | notice-before-commit     | test/notices: predicted snapshot/notice, notice after commit, settled == delivered + claimed | 4 of 4, 20 rounds each [30 of 30] | go test -race -run TestMutation_NoticeBeforeCommit ./test/notices/
-//	activation without claim  | activation-without-claim | test/activation_suites: stale-epoch counter; porcupine directory model | 4 of 4, 1 storm each [30 of 30; 30 of 30 schedules] | go test -race -run TestMutation_ActivationWithoutClaim ./test/activation_suites/
-//	authorisation by sender   | authz-by-sender          | test/activation_suites: every ordered pair of a generated tree | 4 of 4, 1 tree each [30 of 30; 30 of 30 schedules] | go test -race -run TestMutation_AuthzBySender ./test/activation_suites/
-//	FIFO by map iteration     | fifo-by-map-iteration    | test/activation_suites: turn order == acceptance order; porcupine FIFO model | 4 of 4, ≤8 schedules each [30 of 30; 30 of 34 schedules] | go test -race -run TestMutation_FIFOByMapIteration ./test/activation_suites/
+//	check-then-act settlement | check-then-act-settle    | test/settle: porcupine settlement model + counters     | 3 of 3, ≤40 schedules each [30 of 30; 30 of 198 schedules] | go test -race -tags troupe_mutation -run TestMutation_CheckThenActSettle ./test/settle/
+//	double slot release       | double-slot-release      | test/settle: admission probe after the job actor stops | 3 of 3, ≤20 schedules each [30 of 30; 30 of 58 schedules]  | go test -race -tags troupe_mutation -run TestMutation_DoubleSlotRelease ./test/settle/
+//	notice before commit      | notice-before-commit     | test/notices: predicted snapshot/notice, notice after commit, settled == delivered + claimed | 4 of 4, 20 rounds each [30 of 30] | go test -race -tags troupe_mutation -run TestMutation_NoticeBeforeCommit ./test/notices/
+//	activation without claim  | activation-without-claim | test/activation_suites: stale-epoch counter; porcupine directory model | 4 of 4, 1 storm each [30 of 30; 30 of 30 schedules] | go test -race -tags troupe_mutation -run TestMutation_ActivationWithoutClaim ./test/activation_suites/
+//	authorisation by sender   | authz-by-sender          | test/activation_suites: every ordered pair of a generated tree | 4 of 4, 1 tree each [30 of 30; 30 of 30 schedules] | go test -race -tags troupe_mutation -run TestMutation_AuthzBySender ./test/activation_suites/
+//	FIFO by map iteration     | fifo-by-map-iteration    | test/activation_suites: turn order == acceptance order; porcupine FIFO model | 4 of 4, ≤8 schedules each [30 of 30; 30 of 33 schedules] | go test -race -tags troupe_mutation -run TestMutation_FIFOByMapIteration ./test/activation_suites/
 //
-// All of them: go test -race -run TestMutation ./test/... (≈ 15 s of test time
-// under -race on 2 vCPUs; a check-then-act run that loses a reply waits out the
-// suite's 3 s planted budget). This package checks the catalogue itself: every
-// Planted… constant in actors/ is listed, and each listed test exists and names it.
+// All of them: go test -race -tags troupe_mutation -run TestMutation ./test/...
+// (≈ 40 s of test time under -race on 2 vCPUs; a planted run that loses a reply
+// waits out the same 30 s budget as a clean one, and that schedule is no catch).
+// This package checks the catalogue itself: every Planted… constant in actors/ is
+// listed, and each listed test exists and names it.
 package mutation_test
 
 import (
@@ -31,17 +36,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/test/mutation"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// moduleRoot is the repository root, from this package's directory.
-const moduleRoot = "../.."
 
 // TestCatalogueListsEveryPlantedBug: every Planted… string constant in the runtime
 // (actors/) is in the catalogue with its value, and every catalogue entry names
@@ -72,6 +71,7 @@ func TestCatalogueListsEveryPlantedBug(t *testing.T) {
 		listed[b.Const] = b.Switch
 		require.NotEmpty(t, b.What, b.Const)
 		require.NotEmpty(t, b.Oracle, b.Const)
+		require.NotEmpty(t, b.Oracles, "%s names no oracle that catches it", b.Const)
 		got, ok := mutation.Lookup(b.Switch)
 		require.True(t, ok)
 		require.Equal(t, b, got)
@@ -183,11 +183,14 @@ func TestRunRecordsFailures(t *testing.T) {
 	require.False(t, out.Failed)
 }
 
-// TestCheck: the check passes only when every planted run fails and every clean
-// run passes; the bug is planted for the suite even inside an injector the suite
-// installs itself, and only during planted runs.
+// TestCheck: the check passes only when every planted run fails by one of the
+// bug's named oracles and every clean run passes; the bug is planted for the
+// suite even inside an injector the suite installs itself, and only during
+// planted runs. A planted run that fails otherwise (a timeout, another check) or
+// by another oracle is not a catch.
 func TestCheck(t *testing.T) {
 	bug := registry.PlantedDoubleSlotRelease
+	oracle := mutation.SettleAdmission
 	var plantedSeen []bool
 	catching := func(tb testing.TB, run int, planted string) {
 		tb.Cleanup(fault.Install(fault.New(uint64(run), fault.YieldPercent(10)))) // the suite's own noise
@@ -196,12 +199,13 @@ func TestCheck(t *testing.T) {
 			tb.Fatalf("run %d: told %q, fault.Planted says %v", run, planted, fault.Planted(bug))
 		}
 		if fault.Planted(bug) {
-			tb.Errorf("oracle: slot released twice")
+			tb.Logf("a plain failure before the oracle's does not hide it")
+			oracle.TB(tb).Errorf("slot released twice")
 		}
 	}
 	res := mutation.Check(t, bug, 3, catching)
-	require.Equal(t, mutation.Result{Runs: 3, Caught: 3, First: []string{
-		"oracle: slot released twice", "oracle: slot released twice", "oracle: slot released twice"}}, res)
+	caught := "oracle " + string(oracle) + ": slot released twice"
+	require.Equal(t, mutation.Result{Runs: 3, Caught: 3, First: []string{caught, caught, caught}}, res)
 	require.Equal(t, []bool{false, true, false, true, false, true}, plantedSeen, "clean then planted, per run")
 	require.False(t, fault.Active(), "the check left an injector installed")
 
@@ -211,15 +215,41 @@ func TestCheck(t *testing.T) {
 	require.Len(t, out.Failures, 2)
 	require.Contains(t, out.Failures[0], "run 0: the suite passed with \"double-slot-release\" planted")
 
+	// An oracle that fails without a message is still a catch.
 	silent := func(tb testing.TB, _ int, planted string) {
 		if planted != "" {
-			tb.FailNow()
+			oracle.TB(tb).FailNow()
 		}
 	}
 	res = mutation.Check(t, bug, 1, silent)
 	require.Equal(t, []string{"(failed without a message)"}, res.First)
 
-	flaky := func(tb testing.TB, run int, _ string) { tb.Errorf("fails anyway") }
+	// Failing without an oracle — a timeout, a bare FailNow — or by an oracle the
+	// bug does not name is not.
+	for name, suite := range map[string]mutation.Suite{
+		"timeout": func(tb testing.TB, _ int, planted string) {
+			if planted != "" {
+				tb.Fatalf("operations did not all return within 30s (a lost reply)")
+			}
+		},
+		"bare FailNow": func(tb testing.TB, _ int, planted string) {
+			if planted != "" {
+				tb.FailNow()
+			}
+		},
+		"another oracle": func(tb testing.TB, _ int, planted string) {
+			if planted != "" {
+				mutation.SettleModel.TB(tb).Errorf("not linearizable")
+			}
+		},
+	} {
+		out = mutation.Run(t, func(tb testing.TB) { mutation.Check(tb, bug, 1, suite) })
+		require.True(t, out.Failed, name)
+		require.Len(t, out.Failures, 1, name)
+		require.Contains(t, out.Failures[0], "none of its oracles ("+string(oracle)+") fired: not caught", name)
+	}
+
+	flaky := func(tb testing.TB, run int, _ string) { oracle.TB(tb).Errorf("fails anyway") }
 	out = mutation.Run(t, func(tb testing.TB) { mutation.Check(tb, bug, 1, flaky) })
 	require.True(t, out.Failed)
 	require.Contains(t, out.Failures[0], "run 0 fails with nothing planted")
@@ -227,6 +257,28 @@ func TestCheck(t *testing.T) {
 	out = mutation.Run(t, func(tb testing.TB) { mutation.Check(tb, "no-such-bug", 1, catching) })
 	require.True(t, out.Failed)
 	require.Contains(t, out.Failures[0], `planted bug "no-such-bug" is not in the mutation catalogue`)
+}
+
+// TestOracleTB: failures through an oracle's TB are prefixed with its name and
+// recorded as it firing, testify's included; Errorf fires each oracle it names;
+// plain failures fire nothing.
+func TestOracleTB(t *testing.T) {
+	out := mutation.Run(t, func(tb testing.TB) {
+		tb.Errorf("plain")
+		mutation.Errorf(tb, nil, "plain too")
+		mutation.Errorf(tb, []mutation.Oracle{mutation.SettleCommits, mutation.SettleModel}, "two at once")
+		require.Equal(mutation.FIFOModel.TB(tb), 1, 2, "turns")
+	})
+	require.Equal(t, []string{"plain", "plain too"}, out.Failures[:2])
+	require.Equal(t, "oracle "+string(mutation.SettleCommits)+"; "+string(mutation.SettleModel)+": two at once", out.Failures[2])
+	require.True(t, strings.HasPrefix(out.Failures[3], "oracle "+string(mutation.FIFOModel)+": "), out.Failures[3])
+	var fired []mutation.Oracle
+	for _, f := range out.Fired {
+		fired = append(fired, f.Oracle)
+	}
+	require.Equal(t, []mutation.Oracle{mutation.SettleCommits, mutation.SettleModel, mutation.FIFOModel, mutation.FIFOModel}, fired,
+		"testify's Errorf then FailNow")
+	require.Equal(t, "", out.Fired[3].Msg, "FailNow's firing has no message")
 }
 
 func TestRuns(t *testing.T) {

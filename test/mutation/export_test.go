@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 package mutation
 
 // Summary is firstLine, for the tests.

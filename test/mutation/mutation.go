@@ -1,16 +1,3 @@
-// Package mutation is TESTING.md's mutation check: the catalogue of bugs planted in
-// troupe's runtime (each behind a fault.Planted switch, inert outside tests) with
-// the suite whose oracle must catch each, and Check, which a suite's mutation test
-// calls to show that it does.
-//
-// A mutation test runs its suite's own code — the function its ordinary test runs —
-// in paired runs: run i with nothing planted must pass (so a catch is the bug's, not
-// a flaky suite's), and the same run i (same seed) with the bug planted must fail.
-// The suite reports through a testing.TB that records its failures instead of
-// failing the mutation test. "Caught k of k" is the count of planted runs that
-// failed; every one must.
-//
-// Knob: TROUPE_MUTATION_RUNS (paired runs per bug; each test has a small default).
 package mutation
 
 import (
@@ -21,75 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/troupe-rt/troupe/actors/activation"
-	"github.com/troupe-rt/troupe/actors/job"
-	"github.com/troupe-rt/troupe/actors/registry"
-	"github.com/troupe-rt/troupe/internal/fault"
 )
 
 // RunsEnv overrides every mutation test's number of paired runs.
 const RunsEnv = "TROUPE_MUTATION_RUNS"
-
-// Bug is one planted bug of the catalogue.
-type Bug struct {
-	Switch string // its fault.Plant name (the Planted… constant's value)
-	Const  string // the constant that names it, package-qualified
-	What   string // the mistake
-	Suite  string // the package of the suite that catches it, from the module root
-	Test   string // the mutation test in Suite
-	Oracle string // what in the suite catches it
-}
-
-// Catalogue is every planted bug, with the suite that must catch it.
-var Catalogue = []Bug{
-	{
-		Switch: job.PlantedCheckThenActSettle, Const: "job.PlantedCheckThenActSettle",
-		What:  "the Done watcher settles from a published copy of the job's state, outside the job actor",
-		Suite: "./test/settle", Test: "TestMutation_CheckThenActSettle",
-		Oracle: "porcupine settlement model + exact counters",
-	},
-	{
-		Switch: registry.PlantedDoubleSlotRelease, Const: "registry.PlantedDoubleSlotRelease",
-		What:  "the job actor's termination frees the admission slot the settlement commit already freed",
-		Suite: "./test/settle", Test: "TestMutation_DoubleSlotRelease",
-		Oracle: "admission probe at quiescence (one start fits, the next is refused)",
-	},
-	{
-		Switch: job.PlantedNoticeBeforeCommit, Const: "job.PlantedNoticeBeforeCommit",
-		What:  "the completion is announced from the producer's outcome before the job settles and the registry commits",
-		Suite: "./test/notices", Test: "TestMutation_NoticeBeforeCommit",
-		Oracle: "settled snapshot and notice vs SPEC's prediction; settled == delivered + claimed",
-	},
-	{
-		Switch: activation.PlantedActivationWithoutClaim, Const: "activation.PlantedActivationWithoutClaim",
-		What:  "a followup to a child being materialized resumes it again instead of waiting on the directory's claim",
-		Suite: "./test/activation_suites", Test: "TestMutation_ActivationWithoutClaim",
-		Oracle: "stale-epoch counter; porcupine directory model (each alone catches it)",
-	},
-	{
-		Switch: activation.PlantedAuthzBySender, Const: "activation.PlantedAuthzBySender",
-		What:  "the parent-only check trusts the sender the message claims, not the live incarnation's session",
-		Suite: "./test/activation_suites", Test: "TestMutation_AuthzBySender",
-		Oracle: "every ordered pair of a generated tree: delivered iff direct parent of record",
-	},
-	{
-		Switch: activation.PlantedFIFOByMapIteration, Const: "activation.PlantedFIFOByMapIteration",
-		What:  "the next turn is taken by ranging over a map of pending messages, not from the queue's head",
-		Suite: "./test/activation_suites", Test: "TestMutation_FIFOByMapIteration",
-		Oracle: "porcupine FIFO model + turn order == acceptance order",
-	},
-}
-
-// Lookup returns the catalogue's entry for a switch name.
-func Lookup(name string) (Bug, bool) {
-	for _, b := range Catalogue {
-		if b.Switch == name {
-			return b, true
-		}
-	}
-	return Bug{}, false
-}
 
 // Runs returns how many paired runs a mutation test makes: $TROUPE_MUTATION_RUNS
 // if set, else def.
@@ -106,53 +28,117 @@ func Runs(t testing.TB, def int) int {
 }
 
 // Suite is one run of a suite's oracle, reporting through tb as the suite's own
-// test would. run numbers the paired runs (derive the run's seed from it); planted
-// is the switch planted for this run, "" for none — a suite may use it to shorten
-// budgets that only a bug can exhaust, never to change what it checks.
+// test would, its oracles' violations through Oracle.TB or Errorf. run numbers
+// the paired runs (derive the run's seed from it); planted is the switch planted
+// for this run, "" for none: a suite may plant it in an injector of its own, never
+// change what it checks or its budgets (a planted run waits as long as a clean one).
 type Suite func(tb testing.TB, run int, planted string)
 
-// Result is what Check found.
-type Result struct {
-	Runs, Caught int
-	First        []string // per caught run, the first failure the suite reported
+// Oracle names one of a suite's oracles: a check whose violation shows a bug. A
+// timeout, a setup error or a leak is not an oracle's violation: the suite reports
+// those with tb's own methods, and a planted run that fails only by them is not a
+// catch.
+type Oracle string
+
+// The named oracles of the suites that catch the catalogue's bugs.
+const (
+	SettleModel      Oracle = "settle: porcupine settlement model"
+	SettleCommits    Oracle = "settle: one settlement commit per settled job"
+	SettleAnnounce   Oracle = "settle: onJobDone once, agreeing with the settlement"
+	SettleReplies    Oracle = "settle: replies after settlement agree with it"
+	SettleAdmission  Oracle = "settle: admission probe at quiescence"
+	NoticesSettled   Oracle = "notices: settled snapshot vs SPEC's prediction"
+	NoticesDelivered Oracle = "notices: each notice vs SPEC's prediction, after the commit"
+	NoticesAccount   Oracle = "notices: settled == delivered + claimed"
+	StaleEpoch       Oracle = "activation: stale-epoch counter"
+	LiveGauge        Oracle = "activation: live activations <= sessions"
+	DirectoryModel   Oracle = "activation: porcupine directory model"
+	AuthzPairs       Oracle = "authz: delivered iff the direct parent of record sent it"
+	TurnOrder        Oracle = "fifo: turn order == acceptance order"
+	FIFOModel        Oracle = "fifo: porcupine FIFO model"
+)
+
+// TB returns tb for o's checks: a failure reported through it (Error, Errorf,
+// Fatal, Fatalf, Fail, FailNow, hence any testify assertion) is prefixed
+// "oracle <o>: " and, under Run, recorded as o firing (Outcome.Fired).
+func (o Oracle) TB(tb testing.TB) testing.TB { return oracleTB{TB: tb, o: o} }
+
+// Errorf reports a violation of every oracle in fired on tb (none: a plain
+// failure), as one failure.
+func Errorf(tb testing.TB, fired []Oracle, format string, args ...any) {
+	tb.Helper()
+	if len(fired) == 0 {
+		tb.Errorf(format, args...)
+		return
+	}
+	names := make([]string, len(fired))
+	for i, o := range fired {
+		names[i] = string(o)
+	}
+	msg := fmt.Sprintf(format, args...)
+	for _, o := range fired {
+		fire(tb, o, msg)
+	}
+	tb.Errorf("oracle %s: %s", strings.Join(names, "; "), msg)
 }
 
-// Check is the mutation check of the planted bug switch: for each of runs paired
-// runs, suite with nothing planted must pass and suite with the bug planted must
-// fail. It fails t otherwise, and logs "caught k of n runs" with the first
-// failure of each caught run.
-func Check(t testing.TB, switchName string, runs int, suite Suite) Result {
-	t.Helper()
-	bug, ok := Lookup(switchName)
-	if !ok {
-		t.Fatalf("planted bug %q is not in the mutation catalogue", switchName)
+// oracleTB is Oracle.TB's testing.TB.
+type oracleTB struct {
+	testing.TB
+	o Oracle
+}
+
+func (w oracleTB) report(msg string) {
+	fire(w.TB, w.o, msg)
+	w.TB.Errorf("oracle %s: %s", w.o, msg)
+}
+
+func (w oracleTB) Errorf(format string, args ...any) {
+	w.TB.Helper()
+	w.report(fmt.Sprintf(format, args...))
+}
+
+func (w oracleTB) Error(args ...any) {
+	w.TB.Helper()
+	w.report(strings.TrimSuffix(fmt.Sprintln(args...), "\n"))
+}
+
+func (w oracleTB) Fatalf(format string, args ...any) {
+	w.TB.Helper()
+	w.report(fmt.Sprintf(format, args...))
+	w.TB.FailNow()
+}
+
+func (w oracleTB) Fatal(args ...any) {
+	w.TB.Helper()
+	w.report(strings.TrimSuffix(fmt.Sprintln(args...), "\n"))
+	w.TB.FailNow()
+}
+
+func (w oracleTB) Fail() {
+	fire(w.TB, w.o, "")
+	w.TB.Fail()
+}
+
+func (w oracleTB) FailNow() {
+	fire(w.TB, w.o, "")
+	w.TB.FailNow()
+}
+
+// fire records o firing with msg on the recorder under tb, if tb is one (or an
+// oracle's TB over one).
+func fire(tb testing.TB, o Oracle, msg string) {
+	for {
+		switch x := tb.(type) {
+		case *recorder:
+			x.fire(o, msg)
+			return
+		case oracleTB:
+			tb = x.TB
+		default:
+			return
+		}
 	}
-	res := Result{Runs: runs}
-	for i := range runs {
-		if clean := Run(t, func(tb testing.TB) { suite(tb, i, "") }); clean.Failed {
-			t.Errorf("run %d fails with nothing planted, so a catch would prove nothing:\n%s", i, clean.Report())
-			continue
-		}
-		planted := Run(t, func(tb testing.TB) {
-			// Restored by the first cleanup registered, so last: after those of any
-			// injector the suite installs inside (fault's rule 5 keeps the bug planted).
-			tb.Cleanup(fault.Install(fault.New(uint64(i), fault.Plant(switchName))))
-			suite(tb, i, switchName)
-		})
-		if !planted.Failed {
-			t.Errorf("run %d: the suite passed with %q planted (%s): not caught", i, switchName, bug.What)
-			continue
-		}
-		first := "(failed without a message)"
-		if len(planted.Failures) > 0 {
-			first = firstLine(planted.Failures[0])
-		}
-		res.Caught++
-		res.First = append(res.First, first)
-		t.Logf("run %d: %s caught: %s", i, switchName, first)
-	}
-	t.Logf("mutation %s: caught %d of %d runs by %s (%s)", switchName, res.Caught, res.Runs, bug.Suite, bug.Oracle)
-	return res
 }
 
 // firstLine condenses a failure to one line: its first line, and its second when
@@ -200,6 +186,14 @@ type Outcome struct {
 	Failed   bool
 	Skipped  bool
 	Failures []string // Error/Fatal messages, in order
+	Fired    []Firing // the named oracles' violations, in order
+}
+
+// Firing is one violation of a named oracle: its message (without the "oracle
+// <name>: " prefix of the failure), "" if it failed without one.
+type Firing struct {
+	Oracle Oracle
+	Msg    string
 }
 
 // Report renders the failures for a log.
@@ -222,7 +216,8 @@ func Run(t testing.TB, body func(tb testing.TB)) Outcome {
 	r.runCleanups()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Outcome{Failed: r.failed, Skipped: r.skipped, Failures: append([]string(nil), r.failures...)}
+	return Outcome{Failed: r.failed, Skipped: r.skipped, Failures: append([]string(nil), r.failures...),
+		Fired: append([]Firing(nil), r.fired...)}
 }
 
 // recorder is the testing.TB of a mutation run. Embedding t's TB supplies the
@@ -234,7 +229,14 @@ type recorder struct {
 	failed   bool
 	skipped  bool
 	failures []string
+	fired    []Firing
 	cleanups []func()
+}
+
+func (r *recorder) fire(o Oracle, msg string) {
+	r.mu.Lock()
+	r.fired = append(r.fired, Firing{Oracle: o, Msg: msg})
+	r.mu.Unlock()
 }
 
 func (r *recorder) record(msg string) {

@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 package notices
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/harness"
+	"github.com/troupe-rt/troupe/test/mutation"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 )
 
@@ -146,8 +147,8 @@ func randomized(t testing.TB, seed uint64, rounds int, delivery jobtools.Deliver
 				// delivers nothing and unregisters nobody.
 				require.NoError(t, g.inc.agent.Dispose(w.ctx()))
 				st := <-g.inc.probe
-				require.Equal(t, g.inc.delivered, st.Delivered, "%s", g.inc.name)
-				require.Empty(t, g.inc.surf.take(), "%s", g.inc.name)
+				require.Equal(mutation.NoticesAccount.TB(t), g.inc.delivered, st.Delivered, "%s", g.inc.name)
+				require.Empty(mutation.NoticesDelivered.TB(t), g.inc.surf.take(), "%s", g.inc.name)
 				g.inc.gone = true
 				pool[i] = g.replacement
 			}
@@ -156,8 +157,8 @@ func randomized(t testing.TB, seed uint64, rounds int, delivery jobtools.Deliver
 	tot := w.total
 	t.Logf("jobs settled %d = notices delivered %d (followup %d, inject %d) + claimed %d; duplicates %d, stale %d",
 		tot.settled, tot.delivered, tot.followups, tot.injects, tot.claimed, tot.duplicates, tot.stale)
-	require.Equal(t, tot.settled, tot.delivered+tot.claimed)
-	require.Equal(t, tot.delivered, tot.followups+tot.injects)
+	require.Equal(mutation.NoticesAccount.TB(t), tot.settled, tot.delivered+tot.claimed)
+	require.Equal(mutation.NoticesAccount.TB(t), tot.delivered, tot.followups+tot.injects)
 }
 
 // TestNoticeQueuedBeforeTeardownIsDelivered repeats the race of an owner disposed

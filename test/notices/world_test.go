@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
+	"github.com/troupe-rt/troupe/test/mutation"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -246,7 +247,7 @@ func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise fu
 	require.NoError(t, err)
 	preset, err := sys.Scope().Child("preset")
 	require.NoError(t, err)
-	m, err := jobtools.MountIn(sys, preset, cfg)
+	m, err := jobtools.MountIn(sys.Jobs(), preset, cfg)
 	require.NoError(t, err)
 	settled := &settlements{chans: map[string]chan *messages.JobSnapshot{}}
 	_, err = sys.Jobs().OnJobDone(preset, settled.observe)
@@ -453,6 +454,11 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 		require.NoError(t, err)
 	}
 
+	// The oracles (test/mutation names them); a timeout or a failed call is none.
+	settledTB := mutation.NoticesSettled.TB(t)
+	noticeTB := mutation.NoticesDelivered.TB(t)
+	accountTB := mutation.NoticesAccount.TB(t)
+
 	// Every job has settled, and the notice listener has run for it.
 	settled, claimed := 0, 0
 	for _, j := range jobs {
@@ -470,12 +476,12 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 			claimed++
 		}
 		wantStatus := j.end.outcome().Status
-		require.Equal(t, wantStatus.Name(), snap.Status.Name(), "job %s (%s, torn %v)", j.id, j.end, j.torn)
-		require.NotNil(t, snap.Detail, "job %s", j.id)
-		require.Equal(t, j.end.detail(), *snap.Detail, "job %s (%s)", j.id, j.end)
-		require.Equal(t, j.claimed(), snap.Reported, "job %s (%s, torn %v): claimed at settlement", j.id, j.end, j.torn)
+		require.Equal(settledTB, wantStatus.Name(), snap.Status.Name(), "job %s (%s, torn %v)", j.id, j.end, j.torn)
+		require.NotNil(settledTB, snap.Detail, "job %s", j.id)
+		require.Equal(settledTB, j.end.detail(), *snap.Detail, "job %s (%s)", j.id, j.end)
+		require.Equal(settledTB, j.claimed(), snap.Reported, "job %s (%s, torn %v): claimed at settlement", j.id, j.end, j.torn)
 	}
-	require.Zero(t, w.settled.extras(), "onJobDone ran more than once for a job")
+	require.Zero(settledTB, w.settled.extras(), "onJobDone ran more than once for a job")
 
 	// Each involved incarnation: its notices, its lanes and its owner actor's state.
 	var incs []*incarnation
@@ -522,7 +528,7 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 			verbs = append(verbs, n.verb)
 			id := noticedID(n.msg.Text)
 			j := w.jobs[id]
-			require.NotNil(t, j, "%s: notice for an unknown job: %q", inc.name, n.msg.Text)
+			require.NotNil(noticeTB, j, "%s: notice for an unknown job: %q", inc.name, n.msg.Text)
 			if w.noticed[id] {
 				w.total.duplicates++
 			}
@@ -530,21 +536,21 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 			if j.owner != inc {
 				w.total.stale++
 			}
-			require.Equal(t, inc.name, j.owner.name, "notice for %s reached another incarnation", id)
-			require.False(t, j.claimed(), "%s: notice for claimed job %s (%s)", inc.name, id, j.end)
-			require.Equal(t, noticeText(j), n.msg.Text)
-			require.Empty(t, liveAt(t, n.read, id), "%s: notice for %s arrived while a read showed it live", inc.name, id)
-			require.Equal(t, owner.Source{Kind: "plugin", Plugin: "tool-jobs", Form: "notice",
+			require.Equal(noticeTB, inc.name, j.owner.name, "notice for %s reached another incarnation", id)
+			require.False(noticeTB, j.claimed(), "%s: notice for claimed job %s (%s)", inc.name, id, j.end)
+			require.Equal(noticeTB, noticeText(j), n.msg.Text)
+			require.Empty(noticeTB, liveAt(t, n.read, id), "%s: notice for %s arrived while a read showed it live", inc.name, id)
+			require.Equal(noticeTB, owner.Source{Kind: "plugin", Plugin: "tool-jobs", Form: "notice",
 				Summary: "bash " + j.label + " " + statusLine(j)}, n.msg.Source)
-			require.Equal(t, "user", n.msg.Role)
+			require.Equal(noticeTB, "user", n.msg.Role)
 			want := "inject"
 			if k < followups {
 				want = "followup"
 			}
-			require.Equal(t, want, n.verb, "%s: notice %d of %d (%d wakes spent of %d, busy %v)",
+			require.Equal(noticeTB, want, n.verb, "%s: notice %d of %d (%d wakes spent of %d, busy %v)",
 				inc.name, k+1, due, inc.spent, w.cfg.MaxConsecutiveWakes, inc.busy)
 		}
-		require.Len(t, notes, due, "%s: notices delivered", inc.name)
+		require.Len(noticeTB, notes, due, "%s: notices delivered", inc.name)
 		got[inc.name] = verbs
 		delivered += len(notes)
 		inc.spent += followups
@@ -555,19 +561,19 @@ func (w *world) round(rng *rand.Rand, groups []*group) map[string][]string {
 		if stopped {
 			continue
 		}
-		require.Zero(t, st.Duplicates, "%s: the owner actor dropped a duplicate notice", inc.name)
-		require.Zero(t, st.Failed, "%s", inc.name)
-		require.Equal(t, inc.delivered, st.Delivered, "%s: delivered", inc.name)
-		require.Equal(t, inc.spent, st.SpentWakes, "%s: wakes spent", inc.name)
-		require.LessOrEqual(t, st.SpentWakes, w.cfg.MaxConsecutiveWakes, "%s: wake budget exceeded", inc.name)
-		require.Equal(t, inc.busy, st.Busy, "%s", inc.name)
+		require.Zero(noticeTB, st.Duplicates, "%s: the owner actor dropped a duplicate notice", inc.name)
+		require.Zero(noticeTB, st.Failed, "%s", inc.name)
+		require.Equal(noticeTB, inc.delivered, st.Delivered, "%s: delivered", inc.name)
+		require.Equal(noticeTB, inc.spent, st.SpentWakes, "%s: wakes spent", inc.name)
+		require.LessOrEqual(noticeTB, st.SpentWakes, w.cfg.MaxConsecutiveWakes, "%s: wake budget exceeded", inc.name)
+		require.Equal(noticeTB, inc.busy, st.Busy, "%s", inc.name)
 	}
-	require.Equal(t, settled, delivered+claimed, "jobs settled == notices delivered + claimed")
+	require.Equal(accountTB, settled, delivered+claimed, "jobs settled == notices delivered + claimed")
 	w.total.settled += settled
 	w.total.delivered += delivered
 	w.total.claimed += claimed
-	require.Zero(t, w.total.duplicates)
-	require.Zero(t, w.total.stale)
+	require.Zero(accountTB, w.total.duplicates)
+	require.Zero(accountTB, w.total.stale)
 	return got
 }
 

@@ -1,3 +1,5 @@
+//go:build troupe_mutation
+
 package settle
 
 import (
@@ -13,7 +15,9 @@ import (
 
 // The mutation checks of the bugs this suite catches (test/mutation's catalogue).
 // A run is up to a fixed number of schedules, alternating deterministic and stress,
-// that stops at the first failing one; the run with nothing planted runs them all.
+// that stops at the first one a named oracle fails (a schedule that fails
+// otherwise, say by a lost reply after the same 30 s budget, is reported and is no
+// catch); the run with nothing planted runs them all.
 
 // TestMutation_CheckThenActSettle: job.PlantedCheckThenActSettle races a settlement
 // decided outside the job actor against the actor's own; only some schedules

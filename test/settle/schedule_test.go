@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/test/mutation"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -56,8 +58,7 @@ const (
 // Budgets. They bound waiting for a reply that should come; none orders events.
 const (
 	longWait      = 10 * time.Second       // a wait that must end by settlement
-	hangBudget    = 30 * time.Second       // all of a schedule's operations must return by then
-	plantedBudget = 3 * time.Second        // the same with a planted bug (which can lose replies)
+	hangBudget    = 30 * time.Second       // all of a schedule's operations must return by then (planted bug or not)
 	shutdownLimit = 10 * time.Second       // a schedule's system must shut down by then
 	shortWaitMin  = 200 * time.Microsecond // short waits time out during the race
 )
@@ -73,12 +74,22 @@ type schedule struct {
 // verdict is what checking a schedule found.
 type verdict struct {
 	violations []string
+	fired      []mutation.Oracle // the named oracles among the violations
 	history    string
 	ops        int
 }
 
+// failf records a violation that is no oracle's (a timeout, a setup error).
 func (v *verdict) failf(format string, args ...any) {
 	v.violations = append(v.violations, fmt.Sprintf(format, args...))
+}
+
+// oraclef records a violation of the named oracle o.
+func (v *verdict) oraclef(o mutation.Oracle, format string, args ...any) {
+	v.violations = append(v.violations, fmt.Sprintf(format, args...))
+	if !slices.Contains(v.fired, o) {
+		v.fired = append(v.fired, o)
+	}
 }
 
 // cancelMode is how the producer's Cancel behaves.
@@ -491,12 +502,8 @@ func runSchedule(sc schedule) (v verdict) {
 	} else {
 		close(gate)
 	}
-	budget := hangBudget
-	if sc.plant != "" {
-		budget = plantedBudget
-	}
-	if !waitFor(&ops, budget) {
-		v.failf("operations did not all return within %v (a lost reply)", budget)
+	if !waitFor(&ops, hangBudget) {
+		v.failf("operations did not all return within %v (a lost reply)", hangBudget)
 		v.history = harness.DescribeHistory(w.h.Operations())
 		return v // the deferred shutdown unblocks them
 	}
@@ -513,9 +520,9 @@ func runSchedule(sc schedule) (v verdict) {
 	if err := harness.CheckSettlement(fmt.Sprintf("settle-%s-%d-%d", sc.mode, sc.seed, sc.index), hist); err != nil {
 		var le *harness.LinearizabilityError
 		if errors.As(err, &le) && le.Artifact != "" {
-			v.failf("porcupine: the history is not linearizable (%s); timeline: %s", le.Result, le.Artifact)
+			v.oraclef(mutation.SettleModel, "porcupine: the history is not linearizable (%s); timeline: %s", le.Result, le.Artifact)
 		} else if le != nil {
-			v.failf("porcupine: the history is not linearizable (%s)", le.Result)
+			v.oraclef(mutation.SettleModel, "porcupine: the history is not linearizable (%s)", le.Result)
 		} else {
 			v.failf("porcupine: %v", err)
 		}
@@ -588,20 +595,20 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		want = 2
 	}
 	if got := in.Hits(registry.PointSettleCommit); got != want {
-		v.failf("settlement commits: got %d, want %d (one per settled job)", got, want)
+		v.oraclef(mutation.SettleCommits, "settlement commits: got %d, want %d (one per settled job)", got, want)
 	}
 	n := int(w.announces.Load())
 	switch {
 	case n > 1:
-		v.failf("onJobDone called %d times for %s", n, jobA)
+		v.oraclef(mutation.SettleAnnounce, "onJobDone called %d times for %s", n, jobA)
 	case n == 0 && !disposed:
-		v.failf("onJobDone never called for %s (service not disposed)", jobA)
+		v.oraclef(mutation.SettleAnnounce, "onJobDone never called for %s (service not disposed)", jobA)
 	}
 	if winner != nil && !winner.Status.Terminal() {
-		v.failf("AwaitSettled returned a live snapshot: %s", harness.SnapOf(winner))
+		v.oraclef(mutation.SettleReplies, "AwaitSettled returned a live snapshot: %s", harness.SnapOf(winner))
 	}
 	if a := w.announced.Load(); a != nil && winner != nil && !sameOutcome(a, winner) {
-		v.failf("onJobDone saw %s, AwaitSettled %s", harness.SnapOf(a), harness.SnapOf(winner))
+		v.oraclef(mutation.SettleAnnounce, "onJobDone saw %s, AwaitSettled %s", harness.SnapOf(a), harness.SnapOf(winner))
 	}
 	if gone {
 		return
@@ -611,13 +618,13 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		w.get().run()
 		snap, err := jobs.Get(jobA, w.caller)
 		if err != nil || !sameOutcome(snap, winner) {
-			v.failf("Get after settlement: %v %v, winner %s", harness.SnapOf(snap), err, harness.SnapOf(winner))
+			v.oraclef(mutation.SettleReplies, "Get after settlement: %v %v, winner %s", harness.SnapOf(snap), err, harness.SnapOf(winner))
 		}
 		w.read().run()
 		w.wait(longWait, waitPlain).run()
 	}
 	if n, err := jobs.Waiters(jobA); err != nil || n != 0 {
-		v.failf("waiters pending after quiescence: %d, %v", n, err)
+		v.oraclef(mutation.SettleReplies, "waiters pending after quiescence: %d, %v", n, err)
 	}
 	// The slot was released exactly once, also counting what A's job actor's
 	// termination did: the bucket holds only the bystander, so one more start fits
@@ -633,9 +640,9 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		return jobs.Start(p.Spec(w.agent))
 	}
 	if _, err := probe(); err != nil {
-		v.failf("admission: a start after settlement failed (slot not released): %v", err)
+		v.oraclef(mutation.SettleAdmission, "admission: a start after settlement failed (slot not released): %v", err)
 	} else if _, err := probe(); !errors.Is(err, messages.ErrCapacity) {
-		v.failf("admission: a second start was not refused (slot released twice): %v", err)
+		v.oraclef(mutation.SettleAdmission, "admission: a second start was not refused (slot released twice): %v", err)
 	}
 }
 

@@ -337,7 +337,7 @@ func newContEnv(t *testing.T, opts ...activation.Option) *contEnv {
 	})
 	require.NoError(t, err)
 	opts = append([]activation.Option{activation.WithLogger(slog.New(logs))}, opts...)
-	e.m, err = activation.Start(sys, e.store, e.rt, e.runner, nil, opts...)
+	e.m, err = sys.StartContinuations(e.store, e.rt, e.runner, nil, opts...)
 	require.NoError(t, err)
 	return e
 }

@@ -46,7 +46,7 @@ func TestSpec147_NoPersistenceIsUnavailable(t *testing.T) {
 	runner := newGateRunner()
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, nil, rt, runner, nil)
+	m, err := sys.StartContinuations(nil, rt, runner, nil)
 	require.NoError(t, err)
 	p := troupetest.Agent(t, sys, "P")
 
@@ -645,7 +645,7 @@ func TestSpec148_NoMountedAgentRegistryIsUnavailable(t *testing.T) {
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
-	m, err := activation.Start(sys, store, rt, runner, nil)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
 	p, err := sys.NewAgent(nil, "P")
 	require.NoError(t, err)

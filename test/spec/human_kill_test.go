@@ -32,11 +32,11 @@ func (i *inbox) Followup(m owner.Message) error { i.msgs <- m; return nil }
 func humanSystem(t *testing.T) (*troupe.System, *controller.Controller, *owner.Agent, *inbox) {
 	t.Helper()
 	sys, _ := troupetest.NewSystem(t)
-	_, err := jobtools.MountIn(sys, sys.Scope(), jobtools.DefaultConfig())
+	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(sys.Scope())
 	require.NoError(t, err)
-	ctl, err := controller.Spawn(sys, controller.Config{})
+	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	in := newInbox()
 	s, err := sys.NewAgent(nil, "S", owner.Options{Surface: in})

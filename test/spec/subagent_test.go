@@ -47,7 +47,7 @@ func newSubEnv(t *testing.T, withJobTools bool) *subEnv {
 	require.NoError(t, err)
 	e := &subEnv{sys: sys, rt: rt, sc: childScope(t, sys.Scope(), "plugins")}
 	if withJobTools {
-		e.jobs, err = jobtools.MountIn(sys, e.sc, jobtools.Config{})
+		e.jobs, err = jobtools.MountIn(sys.Jobs(), e.sc, jobtools.Config{})
 		require.NoError(t, err)
 	}
 	e.parent = agentUnder(t, sys, e.sc, "parent")

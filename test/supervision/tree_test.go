@@ -157,7 +157,7 @@ func TestActivationCrashRestarts(t *testing.T) {
 func TestSnapshotAndEventsAgree(t *testing.T) {
 	rng := rand.New(rand.NewPCG(harness.Seed(t), 2))
 	w := newWorld(t)
-	ctl, err := controller.Spawn(w.sys, controller.Config{})
+	ctl, err := w.sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	c := w.continuations()
 	a := w.agent("alice")
@@ -278,7 +278,7 @@ func TestNoOrphanAfterParentStops(t *testing.T) {
 	w := newWorld(t)
 	c := w.continuations()
 	ctx := ctxT(t)
-	_, err := controller.Spawn(w.sys, controller.Config{})
+	_, err := w.sys.StartController(controller.Config{})
 	require.NoError(t, err)
 
 	// An owner stops with running jobs.

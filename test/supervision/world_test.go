@@ -265,7 +265,7 @@ func (w *world) continuations() *continuations {
 	_, err = rt.RegisterProvider(w.sys.Scope(), subagent.NewSpawn(w.sys.Actors(), runner))
 	require.NoError(w.t, err)
 	store := &crashingStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 1024)}
-	m, err := activation.Start(w.sys, store, rt, runner, nil, activation.WithLogger(slog.New(w.logs)))
+	m, err := w.sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(w.logs)))
 	require.NoError(w.t, err)
 	in := &inbox{msgs: make(chan owner.Message, 64)}
 	parent, err := w.sys.NewAgent(nil, "P", owner.Options{Surface: in})

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -55,7 +54,7 @@ func TestSendListInterrupt(t *testing.T) {
 	}
 	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
-	m, err := activation.Start(sys, session.NewMemory(), rt, runner, nil)
+	m, err := sys.StartContinuations(session.NewMemory(), rt, runner, nil)
 	require.NoError(t, err)
 	tl, err := agenttools.New(m, "")
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func FuzzDecodeArgs(f *testing.F) {
 		f.Fatal(err)
 	}
 	one, two := int64(1), int64(2)
-	m, err := MountIn(sys, sys.Scope(), Config{WaitTimeoutMs: &one, MaxWaitTimeoutMs: &two})
+	m, err := MountIn(sys.Jobs(), sys.Scope(), Config{WaitTimeoutMs: &one, MaxWaitTimeoutMs: &two})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
@@ -29,19 +28,20 @@ type Mount struct {
 	effects []*scope.Effect
 }
 
-// MountIn validates cfg (SPEC §3.1's load-time errors) and mounts the tools in sc.
-func MountIn(sys *troupe.System, sc *scope.Scope, cfg Config) (*Mount, error) {
-	t, err := New(sys.Jobs(), cfg)
+// MountIn validates cfg (SPEC §3.1's load-time errors) and mounts the tools of the
+// job registry jobs (troupe.System.Jobs()) in sc.
+func MountIn(jobs *registry.Client, sc *scope.Scope, cfg Config) (*Mount, error) {
+	t, err := New(jobs, cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := &Mount{Tools: t, scope: sc}
-	ctl, err := sys.Jobs().AttachController(sc, ControllerName)
+	ctl, err := jobs.AttachController(sc, ControllerName)
 	if err != nil {
 		return nil, err
 	}
 	m.effects = append(m.effects, ctl)
-	lis, err := sys.Jobs().OnJobDone(sc, t.notifier(sys.Actors().Root))
+	lis, err := jobs.OnJobDone(sc, t.notifier(jobs.Root()))
 	if err != nil {
 		_ = ctl.Run(context.Background())
 		return nil, err

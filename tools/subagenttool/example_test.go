@@ -20,7 +20,7 @@ func ExampleMountIn() {
 	rt, _ := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	_, _ = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), subagent.NewScripted(subagent.Reply{Text: "42"})))
 
-	jobs, _ := jobtools.MountIn(sys, sys.Scope(), jobtools.Config{})
+	jobs, _ := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
 	m, _ := subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
 	agent, _ := sys.NewAgent(nil, "main")

@@ -47,7 +47,7 @@ func newEnv(tb testing.TB) *env {
 	require.NoError(tb, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(tb, err)
-	jobs, err := jobtools.MountIn(sys, sc, jobtools.Config{})
+	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
 	require.NoError(tb, err)
 	parent, err := sys.NewAgent(sc, "parent")
 	require.NoError(tb, err)

@@ -1,0 +1,15 @@
+//go:build !troupe_mutation
+
+package job
+
+import "github.com/asynkron/protoactor-go/actor"
+
+// The no-op twins of planted.go's hooks: outside troupe_mutation builds there are
+// no planted bugs, and each hook inlines to nothing (test/mutation's build check
+// finds no "planted" symbol in a default binary).
+
+func plantedReceive(*jobActor) func() { return nil }
+
+func plantedStopped(*jobActor) {}
+
+func plantedDeliverer(*jobActor, *actor.RootContext, *actor.PID) func(Outcome, bool) { return nil }

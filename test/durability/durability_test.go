@@ -17,6 +17,14 @@
 //   - the next followup activates exactly once: the session's epoch advances by one
 //     and the manager has exactly one live Activation after it (its turn is held).
 //
+// A kill -9 never loses the page cache, so it cannot tell a synced store from one
+// that never syncs. TestDurabilityPowerLoss simulates a power loss instead: it
+// keeps an image of what the disk holds, taken page by page from the page cache
+// with cachestat(2) (only pages neither dirty nor under writeback), at every
+// acknowledgement of concurrent writers on a session.Bolt store, and then checks
+// the image a reboot would find: it opens, tx.Check() is clean, and acked ⊆
+// recovered.
+//
 // TestBugMessageIDsRepeatAcrossProcesses shows why messages are matched by id and
 // text here, and why "no turn started twice" is not checked by id: message ids
 // restart at msg-1 in every process.

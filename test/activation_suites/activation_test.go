@@ -268,12 +268,34 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 				require.Zero(t, ran[text], "%s: %q was never journaled but ran", id, text)
 			}
 		}
+		requireAcceptanceOrder(t, id, inboxTexts(snap), w.runner.bySession(id))
 		var prev uint64
 		for _, tr := range w.runner.bySession(id) {
 			require.NotZero(t, tr.epoch, "%s: turn %q has no epoch", id, tr.text)
 			require.GreaterOrEqual(t, tr.epoch, prev, "%s: turn %q ran at an older epoch", id, tr.text)
 			prev = tr.epoch
 		}
+	}
+}
+
+// requireAcceptanceOrder: the turns of a session ran in acceptance order — the
+// order of its inbox journal — across every crash and restart. A message may be
+// missing (a crash cut its turn off, and it is not re-run) but none runs before
+// one accepted ahead of it, and none twice: after a restart, the restored
+// messages run in the order they were accepted.
+func requireAcceptanceOrder(t testing.TB, id string, accepted []string, turns []turnRec) {
+	t.Helper()
+	pos := make(map[string]int, len(accepted))
+	for i, text := range accepted {
+		pos[text] = i
+	}
+	last, lastText := -1, ""
+	for _, tr := range turns {
+		i, ok := pos[tr.text]
+		require.True(t, ok, "%s: turn %q ran a message that is not in the inbox journal", id, tr.text)
+		require.Greater(t, i, last, "%s: turn %q (accepted #%d, epoch %d) ran after %q (accepted #%d): not in acceptance order %q",
+			id, tr.text, i, tr.epoch, lastText, last, accepted)
+		last, lastText = i, tr.text
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
 )
@@ -144,6 +145,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 	case *Notice:
 		o.deliver(m)
 	case *ChildNotice:
+		fault.Yield(PointChildNoticeDeliver)
 		verb := o.steer
 		switch {
 		case m.LineageClosing:
@@ -158,6 +160,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 		}
 		o.stats.Delivered++
 	case *Relay:
+		fault.Yield(PointRelayDeliver)
 		verb := o.steer
 		if m.Quiet {
 			verb = o.inject
@@ -215,6 +218,7 @@ func (o *ownerActor) deliver(n *Notice) {
 		return
 	}
 	o.noticed[n.JobID] = true
+	fault.Yield(PointNoticeDeliver)
 	verb := o.inject
 	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
 		o.spent++

@@ -198,6 +198,7 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 	w.drain()
 
 	require.LessOrEqual(t, maxLive.Load(), int64(sessions), "live activations above the number of sessions")
+	requireStressed(t, w, resident)
 	require.Zero(t, w.store.stale.Load(), "writes refused for a stale epoch: two activations of one session wrote")
 	ops := classifyAcquires(w.ops())
 	require.NoError(t, check(t.Name(), directoryModel(), splitTurns(ops), false, opAcquire, opRelease, opTurn, opTurnEnd))
@@ -275,6 +276,24 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 			require.GreaterOrEqual(t, tr.epoch, prev, "%s: turn %q ran at an older epoch", id, tr.text)
 			prev = tr.epoch
 		}
+	}
+}
+
+// requireStressed: the storm went through the directory's and the Activations'
+// fault points, where Chaos yields — every start and cold resume materializes,
+// every message is accepted, every turn starts and ends, and every Activation is
+// asked to dispose and released once it settles; followups reach resident
+// children through the route point.
+func requireStressed(t testing.TB, w *world, resident bool) {
+	t.Helper()
+	points := []string{activation.PointDirectoryMaterialize, activation.PointDirectorySettle,
+		activation.PointDirectoryRelease, activation.PointActivationAccept, activation.PointActivationTurnStart,
+		activation.PointActivationTurnEnd, activation.PointActivationDispose}
+	if resident {
+		points = append(points, activation.PointDirectoryRoute)
+	}
+	for _, p := range points {
+		require.Positive(t, w.hits(p), "fault point %s was never reached", p)
 	}
 }
 

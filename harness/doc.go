@@ -18,7 +18,13 @@
 //     noise: Noise(seed, pct) at the test's own race points, and Chaos(t, seed, pct)
 //     for troupe's named internal ones ("job.settle.before-decide",
 //     "job.settle.after-decide", "job.done.deliver", "job.cancel.after-hook",
-//     "registry.settle.commit").
+//     "registry.settle.commit"; the continuation directory's
+//     "directory.followup.route", "directory.materialize.after-activate",
+//     "directory.settle.close-admission", "directory.release"; the Activation's
+//     "activation.accept.after-write", "activation.turn.start",
+//     "activation.turn.end", "activation.dispose.decide"; the owner actor's
+//     "owner.notice.deliver", "owner.child-notice.deliver", "owner.relay.deliver").
+//     Chaos returns a hit counter per point name.
 //  4. To test a producer for cancellation races, Race runs it as a job against
 //     concurrent kills, waits, reads and gets and checks what everyone saw (and what
 //     the producer sent on Done) against the settlement model. For finer control,

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,7 +86,7 @@ func SnapOf(s *messages.JobSnapshot) Snap {
 
 func (s Snap) String() string {
 	var b strings.Builder
-	b.WriteString(s.Status.Name())
+	b.WriteString(statusText(s.Status))
 	if s.HasDetail {
 		fmt.Fprintf(&b, " %q", s.Detail)
 	}
@@ -163,7 +164,49 @@ type SettleState struct {
 }
 
 // Terminal reports whether the job has settled in this state.
-func (s SettleState) Terminal() bool { return s.Status.Terminal() }
+func (s SettleState) Terminal() bool { return terminal(s.Status) }
+
+// The model shares no code with what it checks: the statuses, the names SPEC gives
+// them and the "done rejected" rule below are the model's own reading of SPEC's
+// text (§2.1, §1.3 rules 14–15), not calls into actors/job or messages.
+
+// terminal: SPEC §2.1's terminal statuses are completed, killed and failed.
+func terminal(st job.Status) bool {
+	return st == job.Completed || st == job.Killed || st == job.Failed
+}
+
+// statusText is a status as SPEC's texts write it: its lower-case name, or, for a
+// value that is no status at all, its number.
+func statusText(st job.Status) string {
+	switch st {
+	case job.Running:
+		return "running"
+	case job.Stopping:
+		return "stopping"
+	case job.Completed:
+		return "completed"
+	case job.Killed:
+		return "killed"
+	case job.Failed:
+		return "failed"
+	}
+	return strconv.Itoa(int(st))
+}
+
+// offered is the outcome an offer settles with (SPEC §1.3 rules 14–15, the "done
+// rejected" rule): a valid outcome as sent; Done closed without a value, or a
+// value whose status is not completed, killed or failed, settles failed with
+// "Error: " and the contract violation as detail, and no output.
+func offered(in Input) job.Outcome {
+	switch {
+	case in.Closed:
+		return job.Outcome{Status: job.Failed, Detail: "Error: producer done channel closed without an outcome"}
+	case !terminal(in.Outcome.Status):
+		return job.Outcome{Status: job.Failed,
+			Detail: `Error: producer outcome has unknown status "` + statusText(in.Outcome.Status) + `"`}
+	}
+	return in.Outcome
+}
 
 // snapshot is what every observation must show in state s.
 func (s SettleState) snapshot() Snap {
@@ -208,8 +251,7 @@ func Step(s SettleState, in Input, out Output) (bool, SettleState) {
 		if s.Gone || s.Terminal() {
 			return true, s // a later outcome is ignored: first wins
 		}
-		o, _ := job.CheckOutcome(in.Outcome, !in.Closed)
-		return true, s.settle(o)
+		return true, s.settle(offered(in))
 	}
 	if in.Op == OpRemove {
 		return s.Terminal(), SettleState{Status: s.Status, Detail: s.Detail, HasDetail: s.HasDetail,
@@ -320,7 +362,7 @@ func describeOp(in Input, out Output) string {
 		if in.Closed {
 			call = fmt.Sprintf("Offer[%s](closed)", in.Source)
 		} else {
-			call = fmt.Sprintf("Offer[%s](%s %q out=%q)", in.Source, in.Outcome.Status.Name(), in.Outcome.Detail, in.Outcome.Output)
+			call = fmt.Sprintf("Offer[%s](%s %q out=%q)", in.Source, statusText(in.Outcome.Status), in.Outcome.Detail, in.Outcome.Output)
 		}
 		return call
 	case OpKill:

@@ -197,3 +197,39 @@ func TestErrOf(t *testing.T) {
 	require.Equal(t, harness.ErrAborted, harness.ErrOf(messages.ErrWaitAborted))
 	require.Contains(t, string(harness.ErrOf(errors.New("x"))), "other")
 }
+
+// The model's "done rejected" rule is its own reading of SPEC §1.3 rules 14–15,
+// pinned here with SPEC's literal texts (case 38 for the closed channel): a wrong
+// normalisation in the implementation then disagrees with the model.
+func TestModelDoneRejectedAsSPECWritesIt(t *testing.T) {
+	closed := harness.Input{Op: harness.OpOffer, Source: "producer", Closed: true}
+	legal(t, (&seq{}).
+		op(closed, harness.Output{}).
+		op(get, snap(job.Failed, "Error: producer done channel closed without an outcome", false)))
+	legal(t, (&seq{}).
+		op(offer(job.Stopping, "still going", "partial"), harness.Output{}).
+		op(get, snap(job.Failed, `Error: producer outcome has unknown status "stopping"`, false)).
+		op(harness.Input{Op: harness.OpRead}, harness.Output{HasSnap: true, Text: "",
+			Snap: snap(job.Failed, `Error: producer outcome has unknown status "stopping"`, true).Snap}))
+	legal(t, (&seq{}).
+		op(offer(job.Status(42), "???", ""), harness.Output{}).
+		op(get, snap(job.Failed, `Error: producer outcome has unknown status "42"`, false)))
+	for name, detail := range map[string]string{
+		"no Error: prefix":   "producer done channel closed without an outcome",
+		"status enum's name": `Error: producer outcome has unknown status "JOB_STATUS_STOPPING"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := closed
+			if name == "status enum's name" {
+				in = offer(job.Stopping, "", "")
+			}
+			illegal(t, (&seq{}).op(in, harness.Output{}).op(get, snap(job.Failed, detail, false)))
+		})
+	}
+	t.Run("the rejected value's output is kept", func(t *testing.T) {
+		illegal(t, (&seq{}).
+			op(offer(job.Running, "", "partial"), harness.Output{}).
+			op(harness.Input{Op: harness.OpRead}, harness.Output{HasSnap: true, Text: "partial",
+				Snap: snap(job.Failed, `Error: producer outcome has unknown status "running"`, true).Snap}))
+	})
+}

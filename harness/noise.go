@@ -24,13 +24,20 @@ func Noise(seed uint64, pct int) func() {
 }
 
 // Chaos installs, until the test ends, troupe's internal fault injector seeded
-// with seed: every scheduling point inside troupe's actors (before and after a job
-// settlement decision, the Done delivery, the registry's settlement commit) yields
-// with probability pct/100. Tests that call Chaos must not run in parallel with
-// each other (the injector is per process).
-func Chaos(t TB, seed uint64, pct int) {
-	restore := fault.Install(fault.New(seed, fault.YieldPercent(pct)))
+// with seed: every scheduling point inside troupe's actors yields with probability
+// pct/100 — in the job actor (before and after a settlement decision, the Done
+// delivery, after a Cancel hook), the registry (its settlement commit), the
+// continuation directory (routing a followup, materializing, closing admission,
+// releasing), the Activation (accepting, a turn's start and end, the dispose
+// decision) and the owner actor (delivering a notice, a child's notice, a relay).
+// It returns hits, which counts how often the named point was reached since: a
+// suite asserts the points it means to stress were reached. Tests that call Chaos
+// must not run in parallel with each other (the injector is per process).
+func Chaos(t TB, seed uint64, pct int) (hits func(point string) int) {
+	in := fault.New(seed, fault.YieldPercent(pct))
+	restore := fault.Install(in)
 	t.Cleanup(restore)
+	return in.Hits
 }
 
 // TB is the part of testing.TB the harness uses.

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -168,6 +169,7 @@ func (a *activationActor) Receive(c actor.Context) {
 	case *oldTurnDone:
 		a.apply(c, a.core.Unhold())
 	case *beginDispose:
+		fault.Yield(PointActivationDispose)
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
 			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
 			return
@@ -325,6 +327,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			"subagent %q: the message could not be made durable (%v); it was not accepted", a.c.id, err)})
 		return
 	}
+	fault.Yield(PointActivationAccept)
 	if !a.c.announce {
 		a.c.announce = true
 		if rt := a.m.deps.Runtime; rt != nil {
@@ -461,6 +464,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 		return
 	}
 	a.c.opened = true
+	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a.cancel, a.token = cancel, turnTokens.Add(1)
 	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
@@ -487,6 +491,7 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
 	a.cancel, a.token = nil, 0
+	fault.Yield(PointActivationTurnEnd)
 	entries := make([]session.Entry, 0, len(m.produced)+1)
 	for _, p := range m.produced {
 		entries = append(entries, session.Entry{Kind: session.EntryMessage, Role: p.Role, Content: fromBlocks(p.Content)})

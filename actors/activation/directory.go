@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/session"
@@ -409,6 +410,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 	if err != nil {
 		return nil, err
 	}
+	fault.Yield(PointDirectoryMaterialize)
 	// Each Activation gets a name of its own: the previous one of the same session
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
@@ -529,6 +531,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			return
 		}
 		reply := m.reply
+		fault.Yield(PointDirectoryRoute)
 		c.Send(e.pid, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx,
 			reply: func(r acceptRes) { reply <- r }})
 		return
@@ -633,6 +636,7 @@ func (d *directoryActor) settled(c actor.Context, id string) {
 	if e == nil || e.closing || e.starting != nil || len(d.kids[e.agent.PID().Id]) > 0 {
 		return
 	}
+	fault.Yield(PointDirectorySettle)
 	e.closing = true
 	c.Send(e.pid, &beginDispose{})
 }
@@ -719,6 +723,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 	if e == nil {
 		return
 	}
+	fault.Yield(PointDirectoryRelease)
 	if m.err != nil {
 		d.m.logger.Warn(fmt.Sprintf("subagent: ACTIVATION_TEARDOWN_FAILED for %s: %s", m.id, m.err.Error()))
 	}

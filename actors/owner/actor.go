@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
 )
@@ -152,6 +153,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 	case *Notice:
 		o.deliver(m)
 	case *ChildNotice:
+		fault.Yield(PointChildNoticeDeliver)
 		verb := o.steer
 		switch {
 		case m.LineageClosing, o.scope.Disposed():
@@ -168,6 +170,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 		}
 		o.stats.Delivered++
 	case *Relay:
+		fault.Yield(PointRelayDeliver)
 		verb := o.steer
 		if m.Quiet {
 			verb = o.inject
@@ -229,6 +232,7 @@ func (o *ownerActor) deliver(n *Notice) {
 		return
 	}
 	o.noticed = n.JobID
+	fault.Yield(PointNoticeDeliver)
 	verb := o.inject
 	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
 		o.spent++

@@ -199,6 +199,7 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 	w.drain()
 
 	require.LessOrEqual(mutation.LiveGauge.TB(t), maxLive.Load(), int64(sessions), "live activations above the number of sessions")
+	requireStressed(t, w, resident)
 	require.Zero(mutation.StaleEpoch.TB(t), w.store.stale.Load(), "writes refused for a stale epoch: two activations of one session wrote")
 	ops := classifyAcquires(w.ops())
 	require.NoError(mutation.DirectoryModel.TB(t), check(t.Name(), directoryModel(), splitTurns(ops), false, opAcquire, opRelease, opTurn, opTurnEnd))
@@ -269,12 +270,52 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 				require.Zero(t, ran[text], "%s: %q was never journaled but ran", id, text)
 			}
 		}
+		requireAcceptanceOrder(t, id, inboxTexts(snap), w.runner.bySession(id))
 		var prev uint64
 		for _, tr := range w.runner.bySession(id) {
 			require.NotZero(t, tr.epoch, "%s: turn %q has no epoch", id, tr.text)
 			require.GreaterOrEqual(t, tr.epoch, prev, "%s: turn %q ran at an older epoch", id, tr.text)
 			prev = tr.epoch
 		}
+	}
+}
+
+// requireStressed: the storm went through the directory's and the Activations'
+// fault points, where Chaos yields — every start and cold resume materializes,
+// every message is accepted, every turn starts and ends, and every Activation is
+// asked to dispose and released once it settles; followups reach resident
+// children through the route point.
+func requireStressed(t testing.TB, w *world, resident bool) {
+	t.Helper()
+	points := []string{activation.PointDirectoryMaterialize, activation.PointDirectorySettle,
+		activation.PointDirectoryRelease, activation.PointActivationAccept, activation.PointActivationTurnStart,
+		activation.PointActivationTurnEnd, activation.PointActivationDispose}
+	if resident {
+		points = append(points, activation.PointDirectoryRoute)
+	}
+	for _, p := range points {
+		require.Positive(t, w.hits(p), "fault point %s was never reached", p)
+	}
+}
+
+// requireAcceptanceOrder: the turns of a session ran in acceptance order — the
+// order of its inbox journal — across every crash and restart. A message may be
+// missing (a crash cut its turn off, and it is not re-run) but none runs before
+// one accepted ahead of it, and none twice: after a restart, the restored
+// messages run in the order they were accepted.
+func requireAcceptanceOrder(t testing.TB, id string, accepted []string, turns []turnRec) {
+	t.Helper()
+	pos := make(map[string]int, len(accepted))
+	for i, text := range accepted {
+		pos[text] = i
+	}
+	last, lastText := -1, ""
+	for _, tr := range turns {
+		i, ok := pos[tr.text]
+		require.True(t, ok, "%s: turn %q ran a message that is not in the inbox journal", id, tr.text)
+		require.Greater(t, i, last, "%s: turn %q (accepted #%d, epoch %d) ran after %q (accepted #%d): not in acceptance order %q",
+			id, tr.text, i, tr.epoch, lastText, last, accepted)
+		last, lastText = i, tr.text
 	}
 }
 

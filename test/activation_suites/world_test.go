@@ -92,7 +92,8 @@ type world struct {
 	m      *activation.Manager
 	disp   *harness.Dispatcher
 	noise  func()
-	hist   *history // shared by the worlds of one test that use one store
+	hits   func(point string) int // hits of troupe's fault points under this world's Chaos
+	hist   *history               // shared by the worlds of one test that use one store
 
 	mu struct {
 		sync.Mutex
@@ -125,7 +126,7 @@ func newWorld(t testing.TB, o worldOpts) *world {
 		pct = 10
 	}
 	w.noise = harness.Noise(o.seed, pct)
-	harness.Chaos(t, o.seed, pct)
+	w.hits = harness.Chaos(t, o.seed, pct)
 	if o.mode == deterministic {
 		w.disp = harness.NewDispatcher(o.seed)
 		t.Cleanup(func() {

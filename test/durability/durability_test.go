@@ -17,6 +17,14 @@
 //   - the next followup activates exactly once: the session's epoch advances by one
 //     and the manager has exactly one live Activation after it (its turn is held).
 //
+// A kill -9 never loses the page cache, so it cannot tell a synced store from one
+// that never syncs. TestDurabilityPowerLoss simulates a power loss instead: it
+// keeps an image of what the disk holds, taken page by page from the page cache
+// with cachestat(2) (only pages neither dirty nor under writeback), at every
+// acknowledgement of concurrent writers on a session.Bolt store, and then checks
+// the image a reboot would find: it opens, tx.Check() is clean, and acked ⊆
+// recovered.
+//
 // TestBugMessageIDsRepeatAcrossProcesses shows why messages are matched by id and
 // text here, and why "no turn started twice" is not checked by id: message ids
 // restart at msg-1 in every process.
@@ -27,6 +35,7 @@ package durability
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -269,15 +278,24 @@ func probe(t *testing.T, path string, round int, acked []ack) bool {
 	text := fmt.Sprintf("probe %d", round)
 	_, err = m.Followup(ctx, p, id, text, session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
 	require.NoError(t, err, "round %d: the followup after the kill", round)
+	// Restored messages run first, in acceptance order: every journaled message
+	// whose turn never started (and that no disposal discarded), in the order of
+	// the inbox journal, then the probe.
+	want := restoreOrder(before)
+	var ranFirst []string
 	deadline := time.After(budget)
 	for held := false; !held; {
 		select {
 		case s := <-runner.started:
-			held = s == text // restored messages run first, in order
+			held = s == text
+			if !held {
+				ranFirst = append(ranFirst, s)
+			}
 		case <-deadline:
 			t.Fatalf("round %d: the probe's turn never started", round)
 		}
 	}
+	require.Equal(t, want, ranFirst, "round %d: %s: the restored messages did not run first, in acceptance order", round, id)
 	require.Equal(t, 1, m.Live(), "round %d: live Activations after the followup", round)
 	after, err := store.Load(ctx, id)
 	require.NoError(t, err)
@@ -290,6 +308,29 @@ func probe(t *testing.T, path string, round int, acked []ack) bool {
 	require.NoError(t, err)
 	require.True(t, slices.ContainsFunc(final.Inbox, func(m session.InboxMessage) bool { return m.Content[0].Text == text }))
 	return true
+}
+
+// restoreOrder is the test's own reading of SPEC's restore rule, from the stored
+// session: the texts of the inbox journal's messages, in journal (acceptance)
+// order, whose turns never started and that were not discarded.
+func restoreOrder(s session.Snapshot) []string {
+	started, discarded := map[string]bool{}, map[string]bool{}
+	for _, e := range s.Log {
+		switch e.Kind {
+		case session.EntryTurnStart:
+			started[e.InboxID] = true
+		case session.EntryDiscarded:
+			discarded[e.InboxID] = true
+		}
+	}
+	slices.SortFunc(s.Inbox, func(a, b session.InboxMessage) int { return cmp.Compare(a.Seq, b.Seq) })
+	var out []string
+	for _, m := range s.Inbox {
+		if !started[m.ID] && !discarded[m.ID] {
+			out = append(out, m.Content[0].Text)
+		}
+	}
+	return out
 }
 
 // heldRunner signals each turn's text and holds the probe's turn until release.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/test/mutation"
 	"github.com/troupe-rt/troupe/tools/jobtools"
@@ -93,8 +94,11 @@ func TestNoticesRandomized(t *testing.T) {
 			randomized(t, seed, rounds, delivery, harness.NewDispatcher(seed), nil)
 		})
 		t.Run("stress/"+string(delivery), func(t *testing.T) {
-			harness.Chaos(t, seed, 10)
+			hits := harness.Chaos(t, seed, 10)
 			randomized(t, seed, rounds, delivery, nil, harness.Noise(seed, 20))
+			// The stress went through the owner actor's lane choice, where Chaos
+			// yields: every delivered notice passed it.
+			require.Positive(t, hits(owner.PointNoticeDeliver), "fault point %s was never reached", owner.PointNoticeDeliver)
 		})
 	}
 }

@@ -55,7 +55,7 @@ func newChildEnv(t *testing.T) *childEnv {
 		}
 	})
 	require.NoError(t, err)
-	e.m, err = activation.Start(sys, e.store, rt, okRunner{}, nil)
+	e.m, err = sys.StartContinuations(e.store, rt, okRunner{}, nil)
 	require.NoError(t, err)
 	e.parent = troupetest.Agent(t, sys, "parent")
 	return e

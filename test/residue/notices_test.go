@@ -30,13 +30,13 @@ func TestLongIncarnationNoticesOncePerJob(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	_, err := sys.Jobs().MountAgents(sys.Scope())
 	require.NoError(t, err)
-	_, err = jobtools.MountIn(sys, sys.Scope(), jobtools.DefaultConfig())
+	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	surface := &countingSurface{}
 	a, err := sys.NewAgent(nil, "long", owner.Options{Surface: surface})
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(a))
-	_, err = jobtools.MountIn(sys, a.Scope(), jobtools.DefaultConfig())
+	_, err = jobtools.MountIn(sys.Jobs(), a.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), stepBudget)

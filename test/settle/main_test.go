@@ -1,6 +1,6 @@
 // Package settle is TESTING.md's settle suite: seeded schedules that race a job's
-// settle sources — producer done (completed, failed, killed, closed, unknown, sent
-// twice), a Cancel that settles, panics or does neither, kills that claim or not,
+// settle sources — producer done (completed, failed, killed, closed, an unknown or
+// a live status, sent twice), a Cancel that settles, panics or does neither, kills that claim or not,
 // owner teardown and service disposal — against waits, reads and gets, on real
 // actors. Each schedule's history of one job is checked by porcupine against
 // harness.SettlementModel, and by exact counters: one settlement commit, at most one

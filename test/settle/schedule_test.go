@@ -117,9 +117,10 @@ const (
 	doneClosed     // Done closed without a value
 	doneUnknown    // a value with an unknown status
 	doneTwice      // completed, then a second value (troupe reads one)
+	doneLive       // a value with a live status (stopping), its output to be ignored
 )
 
-var doneKindNames = [...]string{"completed", "failed", "killed", "killed-bare", "closed", "unknown", "twice"}
+var doneKindNames = [...]string{"completed", "failed", "killed", "killed-bare", "closed", "unknown", "twice", "live"}
 
 // producer is the job under test's producer. It records its offers in the history.
 type producer struct {
@@ -214,6 +215,8 @@ func (p *producer) complete(k doneKind) {
 		p.offer("producer", job.Outcome{}, true)
 	case doneUnknown:
 		p.offer("producer", job.Outcome{Status: job.Status(42), Detail: "???"}, false)
+	case doneLive:
+		p.offer("producer", job.Outcome{Status: job.Stopping, Detail: "still going", Output: "partial"}, false)
 	case doneTwice:
 		if p.offer("producer", job.Outcome{Status: job.Completed, Detail: "exit code: 0", Output: "first"}, false) {
 			p.done <- job.Outcome{Status: job.Failed, Detail: "second outcome"} // never read (room for 2)

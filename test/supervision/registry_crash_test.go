@@ -21,7 +21,7 @@ import (
 // and no id is ever handed out twice.
 func TestRegistryCrashMidAdmissionLosesNothing(t *testing.T) {
 	seed := harness.Seed(t)
-	w := newWorld(t)
+	w := newWorld(t, seed)
 	a := w.agent("alice")
 	ids := map[string]bool{}
 	for range 9 {

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/messages"
@@ -24,8 +25,9 @@ import (
 // stops (cause panic), and its admission slot is free — an 11th start is admitted
 // after 10 of which one panicked, and the 12th is refused.
 func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
-	rng := rand.New(rand.NewPCG(harness.Seed(t), 1))
-	w := newWorld(t)
+	seed := harness.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	w := newWorld(t, seed)
 	a := w.agent("alice")
 	ids := make([]string, 10)
 	for i := range ids {
@@ -66,7 +68,7 @@ func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
 // An owner's crash: its actor stops (cause panic) and every job it owned is torn
 // down — settled killed with cause teardown, then stopped.
 func TestOwnerCrashTearsItsJobsDown(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, harness.Seed(t))
 	bystander := w.agent("bob")
 	keep := w.start(killable(), bystander)
 	a := w.agent("carol")
@@ -101,7 +103,7 @@ func TestOwnerCrashTearsItsJobsDown(t *testing.T) {
 // and the parked messages run afterwards, once each; the child then settles and its
 // Activation stops normally.
 func TestActivationCrashRestarts(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, harness.Seed(t))
 	c := w.continuations()
 	ctx := ctxT(t)
 	_, first, err := c.m.Start(ctx, c.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
@@ -146,6 +148,11 @@ func TestActivationCrashRestarts(t *testing.T) {
 	w.agree()
 	w.gone()
 	w.noRejections()
+	// The crash and the restart went through every fault point of the directory
+	// and the Activation, and the notice through the parent's owner actor.
+	w.reached(activation.PointDirectoryMaterialize, activation.PointDirectoryRoute, activation.PointDirectorySettle,
+		activation.PointDirectoryRelease, activation.PointActivationAccept, activation.PointActivationTurnStart,
+		activation.PointActivationTurnEnd, activation.PointActivationDispose, owner.PointChildNoticeDeliver)
 }
 
 // The snapshot and the event stream agree: a subscription opened at the start of a
@@ -155,8 +162,9 @@ func TestActivationCrashRestarts(t *testing.T) {
 // Activation crashes and restarts — folded from its snapshot equals a final
 // snapshot at the same seq. Each event's cause is the one its operation implies.
 func TestSnapshotAndEventsAgree(t *testing.T) {
-	rng := rand.New(rand.NewPCG(harness.Seed(t), 2))
-	w := newWorld(t)
+	seed := harness.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	w := newWorld(t, seed)
 	ctl, err := w.sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	c := w.continuations()
@@ -257,6 +265,9 @@ func TestSnapshotAndEventsAgree(t *testing.T) {
 	}
 	w.gone()
 	w.noRejections()
+	// "activation crash" always runs: a start, two followups routed to it, its turn.
+	w.reached(activation.PointDirectoryMaterialize, activation.PointDirectoryRoute,
+		activation.PointActivationAccept, activation.PointActivationTurnStart)
 }
 
 func filter(nodes []supervision.Node, kind supervision.Kind) []supervision.Node {
@@ -275,7 +286,7 @@ func filter(nodes []supervision.Node, kind supervision.Kind) []supervision.Node 
 // refused nothing), and after shutdown the folded tree is empty and no troupe actor
 // is left in the process registry.
 func TestNoOrphanAfterParentStops(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, harness.Seed(t))
 	c := w.continuations()
 	ctx := ctxT(t)
 	_, err := w.sys.StartController(controller.Config{})
@@ -351,7 +362,7 @@ func troupeActor(id string) bool {
 // Owner incarnations come and go without growing protoactor's process registry:
 // each registers its actor and removes it when it stops (and all share one guardian).
 func TestOwnersLeaveNoProcesses(t *testing.T) {
-	w := newWorld(t)
+	w := newWorld(t, harness.Seed(t))
 	ctx := ctxT(t)
 	churn := func(n int) {
 		for i := range n {

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
@@ -32,12 +33,19 @@ type world struct {
 	sys  *troupe.System
 	logs *troupetest.Logs
 	f    *follower
+	hits func(point string) int // hits of troupe's fault points under the world's Chaos
 }
 
-func newWorld(t *testing.T) *world {
+// chaosPct is how often troupe's fault points yield in this suite's worlds.
+const chaosPct = 10
+
+// newWorld starts a served System for t, with troupe's fault points yielding at
+// chaosPct percent (harness.Chaos, seeded with seed) until t ends.
+func newWorld(t *testing.T, seed uint64) *world {
 	t.Helper()
+	hits := harness.Chaos(t, seed, chaosPct)
 	sys, logs := troupetest.Served(t)
-	w := &world{t: t, sys: sys, logs: logs}
+	w := &world{t: t, sys: sys, logs: logs, hits: hits}
 	w.f = follow(t, sys.Tree())
 	return w
 }
@@ -78,6 +86,15 @@ func (w *world) crashJob(id, caller string) {
 // crashOwner makes a's owner actor panic: a nil notice (a sender's bug).
 func (w *world) crashOwner(a *owner.Agent) {
 	w.sys.Actors().Root.Send(a.PID(), (*owner.Notice)(nil))
+}
+
+// reached requires each of troupe's named fault points to have been reached (so
+// the world's Chaos yielded there with its probability).
+func (w *world) reached(points ...string) {
+	w.t.Helper()
+	for _, p := range points {
+		require.Positive(w.t, w.hits(p), "fault point %s was never reached", p)
+	}
 }
 
 // noRejections asserts that the inspector refused no event: no sender reported an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +143,52 @@ func TestCommandOfIsBoundedValidUTF8(t *testing.T) {
 	require.NotEmpty(t, cmd)
 	require.LessOrEqual(t, len(cmd), 200+len("…"))
 	require.True(t, strings.ToValidUTF8(cmd, "") == cmd)
+}
+
+// A watchdog that dies (killed) is reaped and replaced by the next job start; the
+// job's processes are reported to the new one.
+func TestWatchdogIsReplacedWhenItDies(t *testing.T) {
+	sys := served(t)
+	first, err := sys.Jobs().Start(Shell("true", Config{Grace: testGrace}))
+	require.NoError(t, err)
+	settle(t, sys, first)
+	old, err := Watchdog()
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
+	deadline := time.Now().Add(settleBudget)
+	for !zombieOfMine(old) {
+		require.True(t, time.Now().Before(deadline), "the killed watchdog %d never became a zombie", old)
+		time.Sleep(pollInterval) // polling /proc with a deadline
+	}
+	reported := make(chan int, 16)
+	id, err := sys.Jobs().Start(Shell("echo ready; sleep 1000", Config{Grace: testGrace, reportHook: func(pid int) { reported <- pid }}))
+	require.NoError(t, err)
+	now, err := Watchdog()
+	require.NoError(t, err)
+	require.NotEqual(t, old, now, "the dead watchdog was not replaced")
+	require.True(t, gone(old), "the dead watchdog %d was not reaped", old)
+	info, ok := readStat(now)
+	require.True(t, ok)
+	require.Equal(t, now, info.pgrp, "the watchdog runs in its own process group")
+	require.Equal(t, watchdogArg0, strings.TrimSpace(commandOf(now)))
+	readUntil(t, sys, id, "ready")
+	select {
+	case <-reported:
+	case <-time.After(settleBudget):
+		t.Fatal("the new job's process was never reported")
+	}
+	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	require.NoError(t, err)
+	settle(t, sys, id)
+}
+
+// BenchmarkStartupSweep is one Sweep of this machine's /proc that finds nothing to
+// kill: what the first job start of a process pays. Baseline: BenchmarkTreeScan
+// (one scan of a job's descendants, paid every ScanInterval per running job).
+func BenchmarkStartupSweep(b *testing.B) {
+	for b.Loop() {
+		if rec := Sweep(SweepOptions{}); len(rec.Found) > 0 {
+			b.Fatalf("the benchmark killed processes: %s", rec)
+		}
+	}
 }

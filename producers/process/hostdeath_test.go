@@ -282,6 +282,11 @@ func (h *host) checkEscapes(t *testing.T) {
 				wrong = append(wrong, "the "+role+" process did not leave its job's group")
 			}
 		}
+		for role, p := range h.procs {
+			if cmd := commandOf(p.pid); cmd != "sleep 1000" {
+				wrong = append(wrong, "the "+role+" process runs "+strconv.Quote(cmd)+", not sleep yet")
+			}
+		}
 		if readMarkers(h.procs[roleClearedEnv].pid) != nil {
 			wrong = append(wrong, "the cleared-env process still has a marker")
 		}

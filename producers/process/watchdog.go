@@ -96,7 +96,10 @@ func ensureWatchdog() error {
 	defer watchdog.mu.Unlock()
 	old := watchdog.conn.Load()
 	if old != nil && !old.dead.Load() {
-		return nil
+		if info, ok := readStat(old.pid); ok && info.state != 'Z' && info.state != 'X' {
+			return nil
+		}
+		old.dead.Store(true) // killed: replace it now, not after a report fails
 	}
 	if old != nil {
 		old.w.Close()

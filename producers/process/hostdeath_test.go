@@ -228,11 +228,26 @@ func reapAdopted(t *testing.T, born uint64, watchdogs ...int) {
 			time.Sleep(pollInterval)
 		}
 	}
-	for _, pid := range zombies() {
-		if info, ok := readStat(pid); ok && info.start >= born {
-			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	// Reap until no zombie child born after the hosts is left: an orphan is
+	// reparented here only once the last thread of its dead parent has exited.
+	for {
+		left := 0
+		for _, pid := range zombies() {
+			if info, ok := readStat(pid); ok && info.start >= born {
+				left++
+				var ws syscall.WaitStatus
+				for {
+					_, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+					if err != syscall.EINTR {
+						break
+					}
+				}
+			}
 		}
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollInterval) // polling /proc with a deadline
 	}
 	z := zombies()
 	for _, pid := range z {

@@ -84,8 +84,7 @@ func Sweep(opts SweepOptions) SweepRecord {
 			if !ok || info.start != s.start || info.state == 'Z' || info.state == 'X' {
 				s.Gone = true
 				if ok && info.state == 'Z' && info.ppid == me.pid {
-					var ws syscall.WaitStatus
-					_, _ = syscall.Wait4(s.PID, &ws, syscall.WNOHANG, nil)
+					reapChild(s.PID, deadline)
 				}
 				break
 			}

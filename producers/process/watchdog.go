@@ -103,8 +103,7 @@ func ensureWatchdog() error {
 	}
 	if old != nil {
 		old.w.Close()
-		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(old.pid, &ws, syscall.WNOHANG, nil)
+		reapChild(old.pid, time.Now().Add(reportWait))
 	}
 	c, err := startWatchdog()
 	watchdog.err = err
@@ -149,6 +148,25 @@ func startWatchdog() (*watchConn, error) {
 	pid := p.Pid
 	_ = p.Release() // reaped by pid (ensureWatchdog), or by whoever adopts it after the host
 	return &watchConn{w: w, pid: pid}, nil
+}
+
+// reapChild reaps pid, a child of this process that has died or is dying, waiting
+// until deadline at most: a multi-threaded process's leader reads as a zombie
+// before its last thread has exited, and cannot be reaped until then.
+func reapChild(pid int, deadline time.Time) {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case got == pid || err != nil: // reaped, or not (or no longer) our child
+			return
+		case time.Now().After(deadline):
+			return
+		}
+		time.Sleep(pollInterval)
+	}
 }
 
 // report tells the watchdog one fact about a job (a no-op without a watchdog).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -21,7 +22,7 @@ func TestScenariosKeepTheirPromises(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			var stream bytes.Buffer
 			out := newEmitter(&stream, true, false)
-			kept, broken, err := play(out, sc, filepath.Join(t.TempDir(), sessionsFile))
+			kept, broken, err := play(context.Background(), out, sc, filepath.Join(t.TempDir(), sessionsFile))
 			if err != nil || len(broken) > 0 || kept == 0 {
 				t.Fatalf("err %v, broken %q, %d kept; the events:\n%s", err, broken, kept, stream.String())
 			}
@@ -37,7 +38,7 @@ func TestBrokenPromiseExitsNonZero(t *testing.T) {
 	}})
 	defer func() { scenarios = scenarios[:len(scenarios)-1] }()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"--json", "--scenario", "broken", "--data", t.TempDir()}, &stdout, &stderr)
+	code := run(context.Background(), []string{"--json", "--scenario", "broken", "--data", t.TempDir()}, &stdout, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "demo: scenario broken: broken promise: two and two make five: they make 4\n")
 	events := parseStream(t, stdout.String())

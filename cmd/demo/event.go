@@ -89,6 +89,8 @@ type Summary struct {
 	Broken    int      `json:"broken"`
 	Failed    []string `json:"failed"` // scenarios that stopped early on an error
 	Store     string   `json:"store"`  // the sessions file; "" if no scenario made one
+	// Interrupted is the signal that cut the run short ("" when none did).
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -320,6 +322,9 @@ func (e *emitter) renderSummary(s *Summary) string {
 	line := fmt.Sprintf("\n%d promises kept, %d broken, in %s", s.Kept, s.Broken, strings.Join(s.Scenarios, ", "))
 	if len(s.Failed) > 0 {
 		line += "; stopped early: " + strings.Join(s.Failed, ", ")
+	}
+	if s.Interrupted != "" {
+		line += "; interrupted: " + s.Interrupted
 	}
 	style := green
 	if s.Broken > 0 || len(s.Failed) > 0 {

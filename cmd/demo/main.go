@@ -8,18 +8,23 @@
 //	go run ./cmd/demo --data DIR        # where the sessions file (bbolt) goes
 //
 // Exit status: 0 when every promise held, 1 when one broke or a scenario could not
-// finish, 2 on bad usage (an unknown scenario, a --data that is not a directory).
+// finish, 2 on bad usage (an unknown scenario, a --data that is not a directory),
+// 130 when SIGINT or SIGTERM interrupted the run (every live system is shut down
+// first: its jobs are torn down, none is left running).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // scenario is one part of the demo, on systems of its own.
@@ -39,15 +44,26 @@ var scenarios = []scenario{
 // sessionsFile is the name of the bbolt file in the data directory.
 const sessionsFile = "sessions.db"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// exitInterrupted is the exit status of a run a signal cut short.
+const exitInterrupted = 130
+
+// main runs the demo until it ends or SIGINT/SIGTERM arrives: a signal shuts every
+// live system down (Shutdown tears its jobs down) and ends the run.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 // usageError is bad usage: exit status 2.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-// run is the demo: it returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the demo: it returns the exit status. When ctx ends, every live system
+// shuts down, the scenario in play stops, and no other starts.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	only := fs.String("scenario", "", "run only the scenario `NAME` ("+strings.Join(names(), ", ")+"); default: all")
@@ -83,8 +99,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *only != "" && *only != sc.name {
 			continue
 		}
+		if ctx.Err() != nil {
+			break
+		}
 		sum.Scenarios = append(sum.Scenarios, sc.name)
-		kept, broken, err := play(out, sc, path)
+		kept, broken, err := play(ctx, out, sc, path)
 		sum.Kept += kept
 		sum.Broken += len(broken)
 		for _, b := range broken {
@@ -101,7 +120,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(path); err != nil {
 		sum.Store = "" // no scenario that ran keeps continuable children
 	}
+	if ctx.Err() != nil {
+		sum.Interrupted = context.Cause(ctx).Error()
+	}
 	out.emit(Event{Kind: KindSummary, Summary: &sum})
+	if sum.Interrupted != "" {
+		fmt.Fprintf(stderr, "demo: interrupted (%s): every live system was shut down, its jobs torn down\n", sum.Interrupted)
+		return exitInterrupted
+	}
 	if sum.Broken > 0 || len(sum.Failed) > 0 {
 		fmt.Fprintf(stderr, "demo: %d broken promises, %d scenarios stopped early (see the timeline)\n", sum.Broken, len(sum.Failed))
 		return 1
@@ -112,8 +138,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // play runs one scenario, then the promises every scenario keeps (each job settled
 // once; notices match settlements; the wake budget held). It returns the promises
 // kept and broken, and the error that stopped the scenario early, if any.
-func play(out *emitter, sc scenario, path string) (kept int, broken []*brokenPromise, err error) {
-	st := newStage(out, sc.name, path)
+func play(ctx context.Context, out *emitter, sc scenario, path string) (kept int, broken []*brokenPromise, err error) {
+	st := newStage(ctx, out, sc.name, path)
 	st.emit(Event{Kind: KindScenario, Text: sc.about})
 	if err = sc.play(st); err != nil {
 		st.emit(Event{Kind: KindError, Text: err.Error()})
@@ -212,6 +238,7 @@ never); diagnostics go to stderr. The timeline is coloured when stdout is a
 terminal and NO_COLOR is not set.
 
 Exit status: 0 every promise held; 1 a promise broke or a scenario could not
-finish (stderr says which); 2 bad usage.
+finish (stderr says which); 2 bad usage; 130 SIGINT or SIGTERM cut the run
+short (every live system was shut down first, its jobs torn down).
 `, sessionsFile)
 }

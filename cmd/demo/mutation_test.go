@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -49,7 +50,7 @@ func first(t require.TestingT, evs []streamEvent, match func(streamEvent) bool) 
 // stream and fail on the same stream with one promise broken in it.
 func TestStreamChecksCatchBrokenPromises(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, run([]string{"--json", "--data", t.TempDir()}, &stdout, &stderr), "stderr:\n%s", stderr.String())
+	require.Equal(t, 0, run(context.Background(), []string{"--json", "--data", t.TempDir()}, &stdout, &stderr), "stderr:\n%s", stderr.String())
 	events := parseStream(t, stdout.String())
 	for _, check := range streamChecks {
 		require.Empty(t, fails(check.run, events), "check %s on the real stream", check.name)

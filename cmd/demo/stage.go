@@ -21,6 +21,7 @@ const stopTimeout = 10 * time.Second
 // stage is what one scenario plays on: the emitter, the scenario's name, the
 // sessions file, and the generation of the scenario's current system.
 type stage struct {
+	ctx      context.Context // the run's: its end (SIGINT/SIGTERM) shuts every live system down
 	out      *emitter
 	scenario string
 	store    string       // the sessions file (bbolt)
@@ -37,12 +38,16 @@ type stage struct {
 	// trees follows each live system's supervision tree, from newSystem to shutdown
 	// (both called on the scenario's goroutine only).
 	trees map[*troupe.System]*lifecycle
+	// onSignal holds, per live system, the stop of its shutdown on the run's end
+	// (context.AfterFunc); newSystem and shutdown use it, on the scenario's goroutine.
+	onSignal map[*troupe.System]func() bool
 }
 
-func newStage(out *emitter, scenario, store string) *stage {
-	st := &stage{out: out, scenario: scenario, store: store}
+func newStage(ctx context.Context, out *emitter, scenario, store string) *stage {
+	st := &stage{ctx: ctx, out: out, scenario: scenario, store: store}
 	st.causes.m = map[jobKey]string{}
 	st.trees = map[*troupe.System]*lifecycle{}
+	st.onSignal = map[*troupe.System]func() bool{}
 	return st
 }
 
@@ -118,6 +123,12 @@ func (st *stage) newSystem() (*troupe.System, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.onSignal[sys] = context.AfterFunc(st.ctx, func() {
+		st.emit(Event{Kind: KindNote, System: gen, Who: "demo", Text: fmt.Sprintf("%s: shutting system #%d down", context.Cause(st.ctx), gen)})
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		_ = sys.Shutdown(ctx) // the scenario's own shutdown waits for this one and reports it
+	})
 	lc, err := st.followTree(sys, gen)
 	if err != nil {
 		st.shutdown(sys)
@@ -141,6 +152,10 @@ func (st *stage) newSystem() (*troupe.System, error) {
 
 // shutdown stops sys (its jobs torn down, its actors stopped) and says so.
 func (st *stage) shutdown(sys *troupe.System) {
+	if stop := st.onSignal[sys]; stop != nil {
+		stop()
+		delete(st.onSignal, sys)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if err := sys.Shutdown(ctx); err != nil {

@@ -56,9 +56,17 @@ type Config struct {
 	RetainBytes int
 	// NoSubreaper leaves this process's subreaper bit alone (see the package doc).
 	NoSubreaper bool
+	// NoWatchdog starts no watchdog process for this job (see the package doc):
+	// its processes are then stopped at this host's death only by Pdeathsig (the
+	// main process) and by a later host's sweep — or by a watchdog another job
+	// started, which stops every process carrying this host's marker.
+	NoWatchdog bool
 
 	// chunkHook, if set, sees every chunk a reader takes (tests use it to panic).
 	chunkHook func(output.Channel, []byte)
+	// reportHook, if set, sees every pid the job reports to the watchdog, once the
+	// report is written (tests wait for one).
+	reportHook func(pid int)
 }
 
 // Validate checks the values that can be wrong.
@@ -140,6 +148,7 @@ func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hoo
 		panics: make(chan any, 2),
 		done:   make(chan job.Outcome, 1),
 	}
+	p.tree.onReport = cfg.reportHook
 	hooks, err := p.start(pty)
 	return p, hooks, err
 }
@@ -148,8 +157,12 @@ func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hoo
 func (p *proc) start(pty bool) (job.Hooks, error) {
 	cfg, cmd := p.cfg, p.cmd
 	hooks := job.Hooks{Cancel: p.requestCancel, Done: p.done, ReadOutput: p.buf.ReadDelta}
+	prepareHost()
 	if !cfg.NoSubreaper {
 		_ = becomeSubreaper()
+	}
+	if !cfg.NoWatchdog {
+		_ = ensureWatchdog() // a failure is Watchdog's error; the job runs unguarded
 	}
 	cmd.Dir = cfg.Dir
 	cmd.Env = append(append([]string(nil), cfg.Env...), string(p.tree.marker))
@@ -165,7 +178,7 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 			return job.Hooks{}, err
 		}
 		cmd.Stdout, cmd.Stderr = outW, errW
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		err = cmd.Start()
 		outW.Close()
 		errW.Close()
@@ -285,6 +298,9 @@ loop:
 		grace.Stop()
 	}
 	p.tree.reap(p.cmd.Process.Pid)
+	if !p.tree.live() {
+		reportEnd(p.tree.job) // the watchdog forgets the job (its group id may be reused now)
+	}
 	p.drain(&wg)
 	select {
 	case v := <-p.panics:

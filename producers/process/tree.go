@@ -77,14 +77,16 @@ func hasMarker(pid int, marker []byte) bool {
 // tree tracks the processes of one job: its process group and every process seen
 // carrying its marker.
 type tree struct {
-	pgid   int
-	marker []byte         // "TROUPE_JOB=<token>"
-	seen   map[int]uint64 // pid → start time, of processes seen in the group or carrying the marker
-	full   bool           // scan all of /proc (no subreaper: orphans are not our children)
+	pgid     int
+	job      string         // the job's token, as the watchdog's reports name it
+	onReport func(pid int)  // Config.reportHook
+	marker   []byte         // "TROUPE_JOB=<instance>/<token>"
+	seen     map[int]uint64 // pid → start time, of processes seen in the group or carrying the marker
+	full     bool           // scan all of /proc (no subreaper: orphans are not our children)
 }
 
 func newTree(token string) *tree {
-	return &tree{marker: []byte(markerVar + "=" + token), seen: map[int]uint64{}}
+	return &tree{job: token, marker: []byte(markerVar + "=" + Instance() + "/" + token), seen: map[int]uint64{}}
 }
 
 // scan records every process that is the job's (in its group, carrying its marker,
@@ -130,6 +132,9 @@ func (t *tree) scan() []procInfo {
 			(t.pgid > 0 && info.pgrp == t.pgid) || hasMarker(pid, t.marker)
 		if !mine {
 			continue
+		}
+		if !wasSeen || known != info.start {
+			t.report(pid, info.start)
 		}
 		t.seen[pid] = info.start
 		if info.state == 'Z' || info.state == 'X' {
@@ -186,11 +191,20 @@ func allPIDs() []int {
 	return out
 }
 
-// track records the job's main process.
+// track records the job's main process (its group's leader) and tells the watchdog.
 func (t *tree) track(pid int) {
 	t.pgid = pid
+	reportJob(t.job, pid)
 	if info, ok := readStat(pid); ok {
 		t.seen[pid] = info.start
+		t.report(pid, info.start)
+	}
+}
+
+func (t *tree) report(pid int, start uint64) {
+	reportProc(t.job, pid, start)
+	if t.onReport != nil {
+		t.onReport(pid)
 	}
 }
 

@@ -44,7 +44,7 @@ type Code string
 // The error codes of the job runtime.
 const (
 	CodeNoController       Code = "job/no-controller"     // no attached controller serves the owner (SPEC §2.10)
-	CodeInvalidSpec        Code = "job/invalid-spec"      // empty kind or label, bad outputLimitBytes
+	CodeInvalidSpec        Code = "job/invalid-spec"      // empty or malformed kind, empty label, bad outputLimitBytes, nil Run or hooks
 	CodeNoAgentRegistry    Code = "job/no-agent-registry" // an owned start without a mounted agent registry
 	CodeOwnerNotLive       Code = "job/owner-not-live"    // the owner is not the registered, live agent instance
 	CodeCapacity           Code = "job/capacity"          // the owner's bucket is full
@@ -60,6 +60,9 @@ const (
 	CodeScopeDisposed      Code = "scope/disposed"      // registration into a disposed Scope
 	CodeStopped            Code = "troupe/stopped"      // the system is shut down
 	CodeRegistryFailed     Code = "job/registry-failed" // the registry panicked handling the request (a bug); nothing was changed
+	// CodeInvalidSession: an agent with the empty session id (NewAgent, owner.Spawn,
+	// RegisterAgent). "" is the "no caller" identity of the access calls, never an agent's.
+	CodeInvalidSession Code = "agent/invalid-session"
 )
 
 // Error is troupe's one error type: a stable Code, the message text (SPEC's wording),
@@ -126,6 +129,7 @@ var (
 	ErrScopeDisposed      = &Error{Code: CodeScopeDisposed}
 	ErrStopped            = &Error{Code: CodeStopped}
 	ErrRegistryFailed     = &Error{Code: CodeRegistryFailed}
+	ErrInvalidSession     = &Error{Code: CodeInvalidSession}
 )
 
 // CodeOf returns the code of err if it is (or wraps) an *Error, else "".

@@ -103,9 +103,10 @@ func (a *jobActor) Receive(c actor.Context) {
 		if a.cfg.Hooks.ReadOutput != nil {
 			var err error
 			if err = protect(func() (e error) { text, e = a.cfg.Hooks.ReadOutput(); return }); err != nil {
-				m.Reply <- ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: err.Error(), Cause: err}}
+				m.Reply <- ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: ErrorText(err), Cause: err}}
 				return
 			}
+			text = ValidText(text)
 		}
 		m.Reply <- ReadResult{Text: text, Snapshot: a.snapshot()}
 	case *Kill:
@@ -114,7 +115,7 @@ func (a *jobActor) Receive(c actor.Context) {
 			return
 		}
 		if err := a.cancel(m.Reason); err != nil {
-			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: err.Error(), Cause: err}}
+			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
 			return
 		}
 		a.core.KillLanded(!m.NoClaim, m.Reason)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -43,6 +45,9 @@ type Record struct {
 		logger    *slog.Logger
 		listeners map[uint64]func()
 		nextL     uint64
+		// partial holds, per channel, a trailing incomplete UTF-8 sequence held back
+		// until the next append on that channel completes it (or Seal ends it).
+		partial map[string]string
 	}
 }
 
@@ -63,6 +68,11 @@ type AppendOptions struct {
 // Append records text. Empty text is dropped silently; after settlement the text is
 // logged and dropped. The oldest chunks are evicted first; a single oversized chunk
 // keeps its UTF-8-safe tail and is marked GapBefore.
+//
+// Recorded text is valid UTF-8 (what job.follow frames carry): invalid sequences
+// become U+FFFD, and a rune split across two appends on one channel is recorded
+// whole with the second (a trailing incomplete sequence waits for it; Seal records
+// one still waiting as U+FFFD). Offsets count the recorded bytes.
 func (r *Record) Append(text string, opts AppendOptions) {
 	if text == "" {
 		return
@@ -76,6 +86,32 @@ func (r *Record) Append(text string, opts AppendOptions) {
 		}
 		return
 	}
+	if p := r.mu.partial[opts.Channel]; p != "" {
+		text = p + text
+		delete(r.mu.partial, opts.Channel)
+	}
+	text, partial := SplitPartial(text)
+	if partial != "" {
+		if r.mu.partial == nil {
+			r.mu.partial = map[string]string{}
+		}
+		r.mu.partial[opts.Channel] = partial
+	}
+	if text == "" {
+		r.mu.gap = r.mu.gap || opts.GapBefore // the gap precedes the held bytes
+		r.mu.Unlock()
+		return
+	}
+	ls := r.appendLocked(ValidText(text), opts)
+	r.mu.Unlock()
+	for _, l := range ls {
+		l()
+	}
+}
+
+// appendLocked records valid text and returns the listeners to call once the lock
+// is released. Callers hold the lock.
+func (r *Record) appendLocked(text string, opts AppendOptions) []func() {
 	offset := r.mu.total
 	r.mu.total += int64(len(text))
 	gap := opts.GapBefore || r.mu.gap
@@ -94,10 +130,7 @@ func (r *Record) Append(text string, opts AppendOptions) {
 	for _, l := range r.mu.listeners {
 		ls = append(ls, l)
 	}
-	r.mu.Unlock()
-	for _, l := range ls {
-		l()
-	}
+	return ls
 }
 
 // trim evicts whole chunks, oldest first, until size ≤ limit (keeping at least the
@@ -177,6 +210,12 @@ func (r *Record) Bind(id string, logger *slog.Logger) {
 func (r *Record) Seal() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A sequence still incomplete never will be: it is recorded as U+FFFD (in
+	// channel order, for determinism). Followers read it with the terminal frame.
+	for _, ch := range slices.Sorted(maps.Keys(r.mu.partial)) {
+		r.appendLocked(ValidText(r.mu.partial[ch]), AppendOptions{Channel: ch})
+	}
+	r.mu.partial = nil
 	r.mu.settled = true
 	r.mu.retain = DefaultSettledRetainBytes
 	r.trim(r.mu.retain)

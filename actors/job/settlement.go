@@ -39,7 +39,7 @@ func (c *Core) KillLanded(claim bool, reason string) {
 	}
 	c.status = Stopping
 	if reason != "" {
-		c.killReason = reason
+		c.killReason = CleanReason(reason) // the registry cleaned it already; the core holds the bound itself
 	}
 	if claim {
 		c.claimed = true
@@ -94,7 +94,10 @@ func (c *Core) Settle(o Outcome) (Decision, bool) {
 	if !c.Live() {
 		return Decision{}, false
 	}
-	d := Decision{Status: o.Status, Output: o.Output, Waiters: c.waiters}
+	// The producer's text enters here: valid UTF-8, and the detail bounded
+	// (MaxDetailBytes; the kill reason was bounded when the kill arrived).
+	o.Detail = CleanDetail(o.Detail)
+	d := Decision{Status: o.Status, Output: ValidText(o.Output), Waiters: c.waiters}
 	switch {
 	case o.Status == Killed && c.killReason != "":
 		d.HasDetail = true

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
 )
@@ -90,7 +91,13 @@ func (a *Agent) String() string { return fmt.Sprintf("agent %q (%s)", a.session,
 
 // Spawn starts the owner actor of a new incarnation of session, composed under parent.
 // watcher, if non-nil, receives Stopped when the actor stops.
+//
+// session must not be empty ("" is the access calls' "no agent" caller): an empty
+// one is refused with messages.CodeInvalidSession and nothing is spawned.
 func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher *actor.PID, opts Options) (*Agent, error) {
+	if session == "" {
+		return nil, ErrEmptySession()
+	}
 	inc := incarnations.Add(1)
 	sc, err := parent.Child("agent:" + session)
 	if err != nil {
@@ -122,6 +129,12 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 		return nil, err
 	}
 	return a, nil
+}
+
+// ErrEmptySession is the refusal of an agent with the empty session id.
+func ErrEmptySession() error {
+	return messages.Errorf(messages.CodeInvalidSession,
+		`invalid session id: expected a non-empty string ("" means no agent)`)
 }
 
 // ownerActor is one incarnation: its identity (its PID), the agent's busy/idle

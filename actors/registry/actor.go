@@ -380,9 +380,16 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	if spec.Kind == "" {
 		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job kind: expected a non-empty string")
 	}
+	if !job.ValidKind(spec.Kind) {
+		// Step 2 goes on: a kind is also the id prefix and the job actor's name, so
+		// one with '/', spaces or a newline would break ids, actor paths and job_list rows.
+		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job kind: expected a short identifier matching %s, got %s",
+			job.KindPattern, job.QuoteBounded(spec.Kind, 2*job.MaxKindBytes))
+	}
 	if spec.Label == "" {
 		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job label: expected a non-empty string")
 	}
+	spec.Label = job.CleanLabel(spec.Label) // one line, valid UTF-8, cut at MaxLabelBytes
 	if l := spec.OutputLimitBytes; l != nil && (*l < 1 || *l > maxSafeInteger) {
 		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid outputLimitBytes: expected a positive safe integer, got %d", *l)
 	}
@@ -427,7 +434,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	var hooks job.Hooks
 	if err := job.Protect(func() (e error) { hooks, e = spec.Run(); return }); err != nil {
-		return "", &messages.Error{Code: messages.CodeRunFailed, Message: err.Error(), Cause: err}
+		return "", &messages.Error{Code: messages.CodeRunFailed, Message: job.ErrorText(err), Cause: err}
 	}
 	if hooks.Done == nil || hooks.Cancel == nil {
 		if hooks.Cancel != nil {
@@ -500,6 +507,8 @@ func (r *registryActor) access(id, caller string) (*record, error) {
 	}
 	rec := r.idx.get(id)
 	if rec == nil {
+		// The id is the caller's (the model's job_id): echoed bounded and valid.
+		id = job.CleanID(id)
 		return nil, &messages.Error{Code: messages.CodeNotFound, Message: "unknown job " + id,
 			Details: map[string]string{"jobId": id, "sessionId": caller}}
 	}
@@ -523,9 +532,10 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 	text := rec.output
 	if rec.stream {
 		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
-			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: err.Error(), Cause: err}}
+			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}}
 			return
 		}
+		text = job.ValidText(text)
 	}
 	rec.reported = true
 	m.Reply <- job.ReadResult{Text: text, Snapshot: rec.snapshot()}
@@ -538,6 +548,9 @@ func (r *registryActor) kill(c actor.Context, m *job.Kill) {
 		return
 	}
 	if rec.live() {
+		// Cleaned once, here: the producer's Cancel and the recorded reason get the
+		// same valid, bounded text (job.MaxReasonBytes).
+		m.Reason = job.CleanReason(m.Reason)
 		c.Send(rec.pid, m)
 		return
 	}
@@ -753,6 +766,9 @@ func (r *registryActor) detach(token uint64) {
 
 func (r *registryActor) agent(c actor.Context, m *agentReq) error {
 	s := m.agent.Session()
+	if s == "" {
+		return owner.ErrEmptySession() // "" is the no-caller identity, never an agent's
+	}
 	if m.unregister {
 		r.unregisterAgent(s, m.agent.PID())
 		return nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/troupe-rt/troupe/actors/job"
 )
 
 // DefaultRetainBytes bounds the unread output a Buffer keeps (SPEC §2.13's live retention).
@@ -40,8 +42,9 @@ type Buffer struct {
 		sync.Mutex
 		chunks  []chunk // unread, oldest first
 		size    int
-		dropped int64 // evicted since the last ReadDelta
-		total   int64 // bytes ever written
+		dropped int64     // evicted since the last ReadDelta
+		total   int64     // bytes ever written
+		ended   [Log]bool // End was called for the channel
 	}
 }
 
@@ -123,14 +126,28 @@ func (w *ChannelWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// End marks channel ch finished (its writer reached EOF): a trailing incomplete
+// UTF-8 sequence ReadDelta was holding back for it is now taken as it is.
+func (b *Buffer) End(ch Channel) {
+	if ch >= Log {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.ended[ch] = true
+}
+
 // ReadDelta takes the unread output and renders it: stdout chunks in order; then, if
 // there is stderr output, one "[stderr]\n" section (after a "\n" when the stdout part
 // does not end with one); then DroppedLine on its own line if bytes were evicted.
+//
+// The delta is valid UTF-8. A channel's trailing incomplete sequence (a rune whose
+// rest a later write brings) stays unread until it is complete or End is called
+// for the channel; invalid bytes become U+FFFD.
 func (b *Buffer) ReadDelta() (string, error) {
 	b.mu.Lock()
 	chunks, dropped := b.mu.chunks, b.mu.dropped
 	b.mu.chunks, b.mu.size, b.mu.dropped = nil, 0, 0
-	b.mu.Unlock()
 	var out, errs strings.Builder
 	for _, c := range chunks {
 		if c.ch == Stderr {
@@ -139,12 +156,18 @@ func (b *Buffer) ReadDelta() (string, error) {
 			out.Write(c.data)
 		}
 	}
-	if errs.Len() > 0 {
+	outText := b.holdBack(Stdout, out.String())
+	errText := b.holdBack(Stderr, errs.String())
+	b.mu.Unlock()
+	out.Reset()
+	out.WriteString(strings.ToValidUTF8(outText, "\uFFFD"))
+	errText = strings.ToValidUTF8(errText, "\uFFFD")
+	if len(errText) > 0 {
 		if out.Len() > 0 && !strings.HasSuffix(out.String(), "\n") {
 			out.WriteByte('\n')
 		}
 		out.WriteString("[stderr]\n")
-		out.WriteString(errs.String())
+		out.WriteString(errText)
 	}
 	if dropped > 0 {
 		if out.Len() > 0 && !strings.HasSuffix(out.String(), "\n") {
@@ -153,6 +176,20 @@ func (b *Buffer) ReadDelta() (string, error) {
 		out.WriteString(DroppedLine)
 	}
 	return out.String(), nil
+}
+
+// holdBack returns text without its trailing incomplete UTF-8 sequence, which goes
+// back into the buffer as ch's unread head, unless ch has ended. Callers hold the lock.
+func (b *Buffer) holdBack(ch Channel, text string) string {
+	if b.mu.ended[ch] {
+		return text
+	}
+	whole, partial := job.SplitPartial(text)
+	if partial != "" {
+		b.mu.chunks = append([]chunk{{ch: ch, data: []byte(partial)}}, b.mu.chunks...)
+		b.mu.size += len(partial)
+	}
+	return whole
 }
 
 // Total returns how many bytes were ever written.

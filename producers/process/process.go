@@ -353,6 +353,7 @@ func (p *proc) drain(wg *sync.WaitGroup) {
 
 func (p *proc) pump(wg *sync.WaitGroup, r io.Reader, ch output.Channel) {
 	defer wg.Done()
+	defer p.buf.End(ch) // before Done: a held-back incomplete rune is read as U+FFFD
 	defer func() {
 		if v := recover(); v != nil {
 			p.panics <- v

@@ -154,7 +154,7 @@ func notFound(err error, session, id string) *messages.ErrorInfo {
 	var e *messages.Error
 	if errors.As(err, &e) && (e.Code == messages.CodeNotFound || e.Code == messages.CodeForeign) {
 		return &messages.ErrorInfo{Code: string(messages.CodeNotFound), Message: e.Message,
-			Details: map[string]string{"sessionId": session, "jobId": id}}
+			Details: map[string]string{"sessionId": session, "jobId": job.CleanID(id)}}
 	}
 	if errors.As(err, &e) {
 		return e.Proto()

@@ -91,3 +91,41 @@ func FuzzBufferStaysBoundedAndValid(f *testing.F) {
 		require.True(t, utf8.ValidString(got), "delta %q", got)
 	})
 }
+
+func TestReadDeltaHoldsASplitRuneUntilItIsWholeOrTheChannelEnds(t *testing.T) {
+	b := New(0)
+	b.Write(Stdout, []byte("a\xffb \xe7\x95")) // an invalid byte, then a rune cut in two
+	b.Write(Stderr, []byte("e\xf0\x9f"))
+	got, err := b.ReadDelta()
+	require.NoError(t, err)
+	require.Equal(t, "a\uFFFDb \n[stderr]\ne", got, "the incomplete tails wait")
+	require.Equal(t, 4, b.Unread(), "the held bytes stay unread")
+
+	b.Write(Stdout, []byte("\x8c!"))
+	b.Write(Stderr, []byte("\x98\x80"))
+	got, _ = b.ReadDelta()
+	require.Equal(t, "界!\n[stderr]\n😀", got, "completed runes come whole")
+
+	b.Write(Stdout, []byte("end \xe7"))
+	got, _ = b.ReadDelta()
+	require.Equal(t, "end ", got)
+	b.End(Stdout)
+	got, _ = b.ReadDelta()
+	require.Equal(t, "\uFFFD", got, "after End the tail is taken as it is")
+	b.End(Log) // a no-op, never a panic
+}
+
+func TestReadDeltaIsValidUTF8WhateverIsWritten(t *testing.T) {
+	b := New(16)
+	in := []byte("\xff\xfe界界界界界界界界\xe7\x95\x8c\xf0\x9f\x98\x80\x80\x80abc\xe7")
+	for i := range in {
+		b.Write(Channel(i%2), in[i:i+1]) // one byte at a time, alternating channels
+		d, err := b.ReadDelta()
+		require.NoError(t, err)
+		require.True(t, utf8.ValidString(d), "%q", d)
+	}
+	b.End(Stdout)
+	b.End(Stderr)
+	d, _ := b.ReadDelta()
+	require.True(t, utf8.ValidString(d), "%q", d)
+}

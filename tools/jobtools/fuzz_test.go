@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -125,6 +130,14 @@ func FuzzDecodeArgs(f *testing.F) {
 		text, ok := res.SingleText()
 		if !ok {
 			t.Fatalf("result is not one text block: %#v", res.Content)
+		}
+		// Every result, errored ones included, is valid UTF-8 and bounded by what
+		// the call can echo: a quoted argument (≤ 4 bytes a byte) and fixed words.
+		if !utf8.ValidString(text) {
+			t.Fatalf("result is not valid UTF-8: %q", text)
+		}
+		if bound := 4*len(args) + 512; len(text) > bound {
+			t.Fatalf("result is %d bytes (bound %d): %q", len(text), bound, text)
 		}
 		if res.IsError && !strings.HasPrefix(text, "Error: ") && !strings.HasSuffix(text, ResultTruncated) {
 			t.Fatalf("errored result %q is neither `Error: …` nor truncated", text)
@@ -298,6 +311,33 @@ func FuzzTruncate(f *testing.F) {
 			}
 		}
 
+		// What the registry lets through: with the kind valid and the label and
+		// detail cleaned as Start and settlement clean them, every rendering is valid
+		// UTF-8, a job_list row is one bounded line, and the notice is bounded.
+		if job.ValidKind(kind) && label != "" {
+			clean := &messages.JobSnapshot{Id: kind + "-1", Kind: kind, Label: job.CleanLabel(label), Status: s.Status}
+			if detail != "" {
+				d := job.CleanDetail(detail)
+				clean.Detail = &d
+			}
+			row := ListText([]*messages.JobSnapshot{clean})
+			if !utf8.ValidString(row) || strings.ContainsAny(row, "\n\r\v\f\u0085\u2028\u2029") {
+				t.Fatalf("job_list row of a clean snapshot is not one valid line: %q", row)
+			}
+			if max := 2*job.MaxKindBytes + job.MaxLabelBytes + 64; len(row) > max {
+				t.Fatalf("job_list row is %d bytes (bound %d)", len(row), max)
+			}
+			for _, r := range []string{NoticeText(clean), BoundNotice(clean, limit), Summary(clean), StatusLine(clean),
+				TruncateOutput(job.ValidText(content), StatusLine(clean), limit)} {
+				if !utf8.ValidString(r) {
+					t.Fatalf("rendering of a clean snapshot is not valid UTF-8: %q", r)
+				}
+				if max := 2*job.MaxKindBytes + job.MaxLabelBytes + job.MaxDetailBytes + len(content)*3 + 128; len(r) > max {
+					t.Fatalf("rendering is %d bytes (bound %d)", len(r), max)
+				}
+			}
+		}
+
 		// §3.7 summary: at most 120 UTF-16 units.
 		sum := Summary(s)
 		whole := kind + " " + label + " " + StatusLine(s)
@@ -338,4 +378,148 @@ func checkCut(t *testing.T, what, out string, limit int, validIn, tight bool) {
 			t.Fatalf("%s: %d bytes, needlessly short of the limit %d: %q", what, len(out), limit, out)
 		}
 	}
+}
+
+// noticeSink records the texts of the notices an agent receives. It is written on
+// the owner actor and read after a Stats round trip to that actor.
+type noticeSink struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (n *noticeSink) add(m owner.Message) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.texts = append(n.texts, m.Text, m.Source.Summary)
+	return nil
+}
+func (n *noticeSink) Inject(m owner.Message) error   { return n.add(m) }
+func (n *noticeSink) Steer(m owner.Message) error    { return n.add(m) }
+func (n *noticeSink) Followup(m owner.Message) error { return n.add(m) }
+
+// FuzzHostileJob feeds arbitrary kind, label, kill reason, detail and output bytes
+// through the registry and the tools: a job of that kind and label, owned by a
+// fresh incarnation, streams the output, is killed with the reason (the model's
+// job_kill or the API's non-claiming kill) and settles with the detail. A bad kind
+// or an empty label is a job/invalid-spec refusal with a valid, bounded message;
+// otherwise the snapshot, job_output, job_list, job_kill and the notice are valid
+// UTF-8 and bounded, the label is one line, and job_list has one row per job.
+func FuzzHostileJob(f *testing.F) {
+	sys, _ := troupetest.NewSystem(f)
+	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+		f.Fatal(err)
+	}
+	m, err := MountIn(sys, sys.Scope(), DefaultConfig())
+	if err != nil {
+		f.Fatal(err)
+	}
+	byName := map[string]tools.Tool{}
+	for _, tl := range m.All() {
+		byName[tl.Name] = tl
+	}
+	f.Add("bash", "pnpm test", "superseded", "signal: SIGTERM", "line one\n", uint8(0))
+	f.Add("../../etc x\n", "l", "r", "d", "o", uint8(1))
+	f.Add("pty-send", "a\nb\r\nc\x1b[0m\xff", "why \xfe", "exit \xc3", "out \xff\xe7\x95", uint8(1))
+	f.Add("subagent", strings.Repeat("x", 2*job.MaxLabelBytes), strings.Repeat("r", 2*job.MaxReasonBytes),
+		strings.Repeat("d", 2*job.MaxDetailBytes), strings.Repeat("界", 100), uint8(2))
+	f.Add("Bash", "", "", "", "", uint8(3))
+
+	var calls atomic.Uint64
+	f.Fuzz(func(t *testing.T, kind, label, reason, detail, out string, sel uint8) {
+		sink := &noticeSink{}
+		a, err := sys.NewAgent(nil, "fz", owner.Options{Surface: sink})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := a.Dispose(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if err := sys.Jobs().RegisterAgent(a); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan job.Outcome, 1)
+		var cancelled atomic.Value
+		once := sync.Once{}
+		spec := job.Spec{Kind: kind, Label: label, Owner: a, Run: func() (job.Hooks, error) {
+			read := false
+			return job.Hooks{Done: done, Cancel: func(r string) error {
+				cancelled.Store(r)
+				once.Do(func() { done <- job.Outcome{Status: job.Killed, Detail: detail} })
+				return nil
+			}, ReadOutput: func() (string, error) {
+				if read {
+					return "", nil
+				}
+				read = true
+				return out, nil
+			}}, nil
+		}}
+		id, err := sys.Jobs().Start(spec)
+		if !job.ValidKind(kind) || label == "" {
+			if !errors.Is(err, messages.ErrInvalidSpec) {
+				t.Fatalf("kind %q label %q: want job/invalid-spec, got %v", kind, label, err)
+			}
+			if msg := err.Error(); !utf8.ValidString(msg) || len(msg) > 256 || strings.Contains(msg, "\n") {
+				t.Fatalf("the refusal is not one valid bounded line: %q", msg)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("kind %q label %q: %v", kind, label, err)
+		}
+		call := func(name string, args any) string {
+			b, _ := json.Marshal(args)
+			res := m.Pipeline().Run(context.Background(), byName[name],
+				tools.Call{ID: fmt.Sprintf("hostile-%d", calls.Add(1)), Name: name, Args: b, Session: "fz"})
+			text, ok := res.SingleText()
+			if !ok {
+				t.Fatalf("%s: not one text block", name)
+			}
+			return text
+		}
+		check := func(what, s string, bound int) {
+			t.Helper()
+			if !utf8.ValidString(s) {
+				t.Fatalf("%s is not valid UTF-8: %q", what, s)
+			}
+			if len(s) > bound {
+				t.Fatalf("%s is %d bytes (bound %d)", what, len(s), bound)
+			}
+		}
+		maxDetail := job.MaxDetailBytes + 2 + job.MaxReasonBytes
+		maxOut := 3*len(out) + maxDetail + 64
+		check("live job_output", call(NameOutput, map[string]string{"job_id": id}), maxOut)
+		if sel%2 == 0 {
+			check("job_kill", call(NameKill, map[string]string{"job_id": id, "reason": reason}), maxDetail+128)
+		} else if _, _, err := sys.Jobs().Kill(id, "fz", registry.KillOptions{Reason: reason, NoClaim: true}); err != nil {
+			t.Fatal(err)
+		}
+		snap := troupetest.Settled(t, sys, id, "fz")
+		if _, err := a.Stats(context.Background()); err != nil { // after the notice, if any
+			t.Fatal(err)
+		}
+		if r, _ := cancelled.Load().(string); !utf8.ValidString(r) || len(r) > job.MaxReasonBytes {
+			t.Fatalf("the producer's Cancel got %d bytes: %q", len(r), r)
+		}
+		check("label", snap.Label, job.MaxLabelBytes)
+		if strings.ContainsAny(snap.Label, "\n\r\v\f\u0085\u2028\u2029") {
+			t.Fatalf("label is not one line: %q", snap.Label)
+		}
+		check("detail", snap.GetDetail(), maxDetail)
+		check("settled job_output", call(NameOutput, map[string]string{"job_id": id}), maxOut)
+		check("settled job_kill", call(NameKill, map[string]string{"job_id": id}), maxDetail+128)
+		list := call(NameList, map[string]string{})
+		check("job_list", list, 2*job.MaxKindBytes+job.MaxLabelBytes+64)
+		if n := strings.Count(list, "\n") + 1; n != 1 {
+			t.Fatalf("job_list has %d lines for one job: %q", n, list)
+		}
+		sink.mu.Lock()
+		texts := sink.texts
+		sink.mu.Unlock()
+		for _, n := range texts {
+			check("notice", n, 2*job.MaxKindBytes+job.MaxLabelBytes+maxDetail+128)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/tools"
 )
@@ -156,7 +157,9 @@ func ListText(items []activation.Listed, descendants bool) string {
 		if descendants {
 			where = " parent=" + l.Parent + " depth=" + strconv.Itoa(l.Depth)
 		}
-		lines[i] = l.ID + " [" + l.Status + "]" + where + " \u2014 " + l.Label
+		// A child's label is the delegating model's description: one row per agent
+		// needs it one line, valid and bounded, as a job label (job.CleanLabel).
+		lines[i] = l.ID + " [" + l.Status + "]" + where + " \u2014 " + job.CleanLabel(l.Label)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -3,12 +3,16 @@ package agenttools_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -105,4 +109,19 @@ func TestSendListInterrupt(t *testing.T) {
 	}
 	require.Equal(t, []string{"hold", "next", "last"}, inputs)
 	require.Equal(t, "c1 [ready] \u2014 research", text(t, call(t, tl.List(), parent, map[string]any{})))
+}
+
+func TestListTextKeepsOneValidBoundedRowPerAgent(t *testing.T) {
+	items := []activation.Listed{
+		{ID: "c1", Status: "running", Label: "research\nrm -rf /\xff"},
+		{ID: "c2", Status: "idle", Label: strings.Repeat("x", 10<<20)},
+		{ID: "c3", Status: "ready", Label: "plain"},
+	}
+	text := agenttools.ListText(items, false)
+	lines := strings.Split(text, "\n")
+	require.Len(t, lines, len(items), "one row per agent")
+	require.Equal(t, "c1 [running] \u2014 research↵rm -rf /\uFFFD", lines[0])
+	require.Equal(t, "c3 [ready] \u2014 plain", lines[2])
+	require.True(t, utf8.ValidString(text))
+	require.LessOrEqual(t, len(lines[1]), len("c2 [idle] \u2014 ")+job.MaxLabelBytes)
 }

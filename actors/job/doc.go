@@ -15,4 +15,18 @@
 // registry only to get the same handle back. Issue 13's capability work replaces
 // how a caller's identity is represented; Spec.Owner changes with it.
 // test/layering keeps the edge this narrow (only spec.go imports owner).
+//
+// Text is bounded and valid where it enters (text.go), so every tool result, notice,
+// job_list row and human frame built from a job is too:
+//   - Kind must match KindPattern (^[a-z][a-z0-9-]{0,31}$): it is the id prefix and
+//     the job actor's name. Any other kind is refused with job/invalid-spec.
+//   - Label is made one line of valid UTF-8 (line breaks become "↵", other control
+//     characters and invalid sequences U+FFFD) and cut at MaxLabelBytes (1024).
+//   - A kill reason (MaxReasonBytes, 1024) and a producer's detail or error
+//     (MaxDetailBytes, 4096) become valid UTF-8 and are cut; they keep their lines.
+//   - A cut text keeps its head, on a rune boundary, and ends with CutMarker ("…").
+//     Nothing is refused for its length.
+//   - Output (ReadOutput's deltas, Outcome.Output, the record's chunks) has invalid
+//     sequences replaced by U+FFFD; the record and producers/output hold a rune
+//     split across two writes back until it is whole.
 package job

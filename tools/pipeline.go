@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Pre runs before a tool executes. A non-nil Result short-circuits the call (a
@@ -40,9 +42,11 @@ func (p *Pipeline) AddPost(h Post) { p.post = append(p.post, h) }
 // AddFinal appends a final step.
 func (p *Pipeline) AddFinal(h Final) { p.final = append(p.final, h) }
 
-// Run executes tool for call through the hooks. It never panics.
+// Run executes tool for call through the hooks. It never panics. Every text block
+// of the result is valid UTF-8 before the final steps run (invalid sequences become
+// U+FFFD), whatever tool or hook produced it, so the model never sees raw bytes.
 func (p *Pipeline) Run(ctx context.Context, tool Tool, call Call) Result {
-	res := p.run(ctx, tool, &call)
+	res := validBlocks(p.run(ctx, tool, &call))
 	for _, f := range p.final {
 		res = guard(func() Result { return f(ctx, call, res) }, res)
 	}
@@ -85,4 +89,21 @@ func guard(f func() Result, prev Result) (res Result) {
 		}
 	}()
 	return f()
+}
+
+// validBlocks replaces invalid UTF-8 in res's blocks, copying the content only when
+// a block needs it.
+func validBlocks(res Result) Result {
+	for i, b := range res.Content {
+		if utf8.ValidString(b.Text) {
+			continue
+		}
+		content := append([]Block(nil), res.Content...)
+		for j := i; j < len(content); j++ {
+			content[j].Text = strings.ToValidUTF8(content[j].Text, "\uFFFD")
+		}
+		res.Content = content
+		return res
+	}
+	return res
 }

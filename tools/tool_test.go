@@ -59,3 +59,29 @@ func TestPipelineRunsFinalStepsOnEveryResult(t *testing.T) {
 	require.True(t, res.IsError)
 	require.Equal(t, []string{"edited: Error: boom"}, seen)
 }
+
+func TestPipelineMakesEveryTextBlockValidUTF8(t *testing.T) {
+	content := []Block{{Type: "text", Text: "ok 界"}, {Type: "text", Text: "raw \xff\xfe bytes"}, {Type: "reasoning", Text: "\xe7\x95"}}
+	tool := Tool{Name: "t", Execute: func(context.Context, Call) Result { return Result{Content: content} }}
+	var atFinal []string
+	p := &Pipeline{}
+	p.AddFinal(func(_ context.Context, _ Call, r Result) Result {
+		for _, b := range r.Content {
+			atFinal = append(atFinal, b.Text)
+		}
+		return r
+	})
+	res := p.Run(context.Background(), tool, Call{Name: "t"})
+	want := []string{"ok 界", "raw \uFFFD bytes", "\uFFFD"}
+	require.Equal(t, want, atFinal, "the final steps see valid text")
+	require.Len(t, res.Content, 3)
+	for i, b := range res.Content {
+		require.Equal(t, want[i], b.Text)
+	}
+	require.Equal(t, "raw \xff\xfe bytes", content[1].Text, "the tool's own slice is not written")
+
+	// A panic whose text is not valid UTF-8 is rendered valid too.
+	bad := Tool{Name: "b", Execute: func(context.Context, Call) Result { panic("boom \xff") }}
+	text, _ := p.Run(context.Background(), bad, Call{Name: "b"}).SingleText()
+	require.Equal(t, "Error: boom \uFFFD", text)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -280,12 +282,35 @@ func (o *ownerActor) followup(m Message) error {
 	return o.surface.Followup(m)
 }
 
-// call runs a surface verb, turning a panic into an error.
+// call runs a surface verb, turning a panic into an error. What reaches the agent's
+// inbox is valid UTF-8 (a child's closing message or report may not be).
 func (o *ownerActor) call(verb func(Message) error, m Message) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("%v", v)
 		}
 	}()
-	return verb(m)
+	return verb(validMessage(m))
+}
+
+// validMessage replaces invalid UTF-8 in m's texts and summary with U+FFFD.
+func validMessage(m Message) Message {
+	valid := func(s string) string {
+		if utf8.ValidString(s) {
+			return s
+		}
+		return strings.ToValidUTF8(s, "\uFFFD")
+	}
+	m.Text, m.Source.Summary = valid(m.Text), valid(m.Source.Summary)
+	for i, t := range m.More {
+		if !utf8.ValidString(t) {
+			more := append([]string(nil), m.More...)
+			for j := i; j < len(more); j++ {
+				more[j] = valid(more[j])
+			}
+			m.More = more
+			break
+		}
+	}
+	return m
 }

@@ -174,11 +174,11 @@ func (e *hostileEnv) tool(name string, args any) (string, bool) {
 func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 	noLeaks(t)
 	sys, _ := troupetest.NewSystem(t)
-	m, err := jobtools.MountIn(sys, sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(sys.Scope())
 	require.NoError(t, err)
-	ctl, err := controller.Spawn(sys, controller.Config{})
+	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 64)}
 	s, err := sys.NewAgent(nil, "S", owner.Options{Surface: in})

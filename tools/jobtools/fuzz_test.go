@@ -409,7 +409,7 @@ func FuzzHostileJob(f *testing.F) {
 	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
 		f.Fatal(err)
 	}
-	m, err := MountIn(sys, sys.Scope(), DefaultConfig())
+	m, err := MountIn(sys.Jobs(), sys.Scope(), DefaultConfig())
 	if err != nil {
 		f.Fatal(err)
 	}

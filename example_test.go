@@ -16,14 +16,14 @@ func Example() {
 	sys, _ := troupe.New(troupe.DefaultConfig())
 	defer sys.Shutdown(context.Background())
 	jobs := sys.Jobs()
-	jobs.AttachController(sys.Scope(), "my-tools")
-	jobs.MountAgents(sys.Scope())
+	jobs.AttachController(context.Background(), sys.Scope(), "my-tools")
+	jobs.MountAgents(context.Background(), sys.Scope())
 
 	agent, _ := sys.NewAgent(nil, "session-1")
-	jobs.RegisterAgent(agent)
+	jobs.RegisterAgent(context.Background(), agent)
 
 	done := make(chan job.Outcome, 1)
-	id, _ := jobs.Start(job.Spec{
+	id, _ := jobs.Start(context.Background(), job.Spec{
 		Kind: "bash", Label: "sleep 1000", Owner: agent,
 		Run: func() (job.Hooks, error) {
 			return job.Hooks{
@@ -32,7 +32,7 @@ func Example() {
 			}, nil
 		},
 	})
-	res, _, _ := jobs.Kill(id, "session-1", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+	res, _, _ := jobs.Kill(context.Background(), id, "session-1", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 	snap, _ := jobs.Wait(context.Background(), id, 5*time.Second, "session-1")
 	fmt.Println(id, res.Name(), snap.Status.Name(), snap.GetDetail())
 	// Output: bash-1 requested killed signal: SIGTERM; cancelled by the user

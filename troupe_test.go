@@ -29,11 +29,11 @@ func TestConfigValidate(t *testing.T) {
 func TestShutdownIsIdempotentAndTearsDownJobs(t *testing.T) {
 	sys, err := troupe.New(troupe.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().AttachController(sys.Scope(), "t")
+	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 	require.NoError(t, err)
 	p := troupetest.NewProducer()
 	p.OnCancel = &job.Outcome{Status: job.Killed}
-	id, err := sys.Jobs().Start(p.Spec(nil))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(t, err)
 	require.Equal(t, "bash-1", id)
 
@@ -43,18 +43,18 @@ func TestShutdownIsIdempotentAndTearsDownJobs(t *testing.T) {
 	require.NoError(t, sys.Shutdown(ctx))
 	require.Equal(t, []string{job.ReasonServiceDisposed}, p.Cancels())
 
-	_, err = sys.Jobs().Start(p.Spec(nil))
+	_, err = sys.Jobs().Start(ctx, p.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrStopped)
 }
 
 func TestShutdownHonoursCallerDeadline(t *testing.T) {
 	sys, err := troupe.New(troupe.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().AttachController(sys.Scope(), "t")
+	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 	require.NoError(t, err)
 	// A producer whose cancel never settles stalls teardown (SPEC §2.11's known limit).
 	p := troupetest.NewProducer()
-	_, err = sys.Jobs().Start(p.Spec(nil))
+	_, err = sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,13 +22,13 @@ func ExampleNewDispatcher() {
 		_ = sys.Shutdown(ctx)
 		d.Close() // after the system: its actors run on d
 	}()
-	if _, err := sys.Jobs().AttachController(sys.Scope(), "example"); err != nil {
+	if _, err := sys.Jobs().AttachController(ctx, sys.Scope(), "example"); err != nil {
 		panic(err)
 	}
 
 	var h harness.History
 	done := make(chan job.Outcome, 1)
-	id, err := sys.Jobs().Start(job.Spec{Kind: "bash", Label: "example", Run: func() (job.Hooks, error) {
+	id, err := sys.Jobs().Start(ctx, job.Spec{Kind: "bash", Label: "example", Run: func() (job.Hooks, error) {
 		return job.Hooks{Done: done, Cancel: func(string) error { return nil }}, nil
 	}})
 	if err != nil {

@@ -43,7 +43,7 @@ func (r Race) Run(name string, spec job.Spec) (*messages.JobSnapshot, error) {
 	if run != nil { // (nil: Start refuses the spec with its coded error)
 		spec.Run = wrapRun(run, &h, &stream, quit, &forwarders)
 	}
-	id, err := r.Jobs.Start(spec)
+	id, err := r.Jobs.Start(context.Background(), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (r Race) Run(name string, spec job.Spec) (*messages.JobSnapshot, error) {
 		}
 	}
 	race(r.Kills, OpKill, func() Output {
-		res, snap, err := r.Jobs.Kill(id, r.Caller, registry.KillOptions{Reason: "race"})
+		res, snap, err := r.Jobs.Kill(ctx, id, r.Caller, registry.KillOptions{Reason: "race"})
 		return Output{Err: ErrOf(err), HasSnap: snap != nil, Snap: SnapOf(snap), Kill: res}
 	})
 	race(r.Waits, OpWait, func() Output {
@@ -71,11 +71,11 @@ func (r Race) Run(name string, spec job.Spec) (*messages.JobSnapshot, error) {
 		return Output{Err: ErrOf(err), HasSnap: snap != nil, Snap: SnapOf(snap)}
 	})
 	race(r.Reads, OpRead, func() Output {
-		text, snap, err := r.Jobs.Read(id, r.Caller)
+		text, snap, err := r.Jobs.Read(ctx, id, r.Caller)
 		return Output{Err: ErrOf(err), HasSnap: snap != nil, Snap: SnapOf(snap), Text: text}
 	})
 	race(r.Gets, OpGet, func() Output {
-		snap, err := r.Jobs.Get(id, r.Caller)
+		snap, err := r.Jobs.Get(ctx, id, r.Caller)
 		return Output{Err: ErrOf(err), HasSnap: snap != nil, Snap: SnapOf(snap)}
 	})
 	calls.Wait()

@@ -20,7 +20,7 @@ func TestMyProducerSettlesOnceUnderKillRaces(t *testing.T) {
 	sys, err := troupe.New(troupe.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sys.Shutdown(context.Background())) })
-	_, err = sys.Jobs().AttachController(sys.Scope(), "race-test")
+	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "race-test")
 	require.NoError(t, err)
 	for i := range 20 {
 		spec := process.Shell(fmt.Sprintf("echo start; sleep 0.0%d; echo end", i%3), process.Config{})

@@ -33,7 +33,7 @@ func newRaceSystem(t *testing.T) *troupe.System {
 	sys, err := troupe.New(troupe.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sys.Shutdown(context.Background())) })
-	_, err = sys.Jobs().AttachController(sys.Scope(), "race-test")
+	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "race-test")
 	require.NoError(t, err)
 	return sys
 }

@@ -52,14 +52,16 @@ const (
 	CodeNotFound           Code = "job/not-found"         // unknown job id (and, for job.kill, a foreign one)
 	CodeForeign            Code = "job/foreign"           // the job belongs to another session
 	CodeInvalidWaitTimeout Code = "job/invalid-wait-timeout"
-	CodeWaitAborted        Code = "job/wait-aborted"    // the caller's context ended a pending wait
-	CodeCancelFailed       Code = "job/cancel-failed"   // the producer's Cancel returned an error or panicked
-	CodeReadFailed         Code = "job/read-failed"     // the producer's ReadOutput returned an error or panicked
-	CodeDisposed           Code = "job/disposed"        // the jobs service has been disposed
-	CodeInvalidConfig      Code = "config/invalid"      // a Config value failed Validate
-	CodeScopeDisposed      Code = "scope/disposed"      // registration into a disposed Scope
-	CodeStopped            Code = "troupe/stopped"      // the system is shut down
-	CodeRegistryFailed     Code = "job/registry-failed" // the registry panicked handling the request (a bug); nothing was changed
+	CodeWaitAborted        Code = "job/wait-aborted"     // the caller's context ended a pending wait
+	CodeCancelFailed       Code = "job/cancel-failed"    // the producer's Cancel returned an error or panicked
+	CodeReadFailed         Code = "job/read-failed"      // the producer's ReadOutput returned an error or panicked
+	CodeDisposed           Code = "job/disposed"         // the jobs service has been disposed
+	CodeInvalidConfig      Code = "config/invalid"       // a Config value failed Validate
+	CodeScopeDisposed      Code = "scope/disposed"       // registration into a disposed Scope
+	CodeStopped            Code = "troupe/stopped"       // the system is shut down
+	CodeRegistryFailed     Code = "job/registry-failed"  // the registry panicked handling the request (a bug); nothing was changed
+	CodeAborted            Code = "job/aborted"          // the caller's ctx ended before the answer (errors.Is ctx's error too)
+	CodeShutdownTimeout    Code = "job/shutdown-timeout" // Shutdown's deadline passed with jobs still live: forced failed
 	// CodeInvalidSession: an agent with the empty session id (NewAgent, owner.Spawn,
 	// RegisterAgent). "" is the "no caller" identity of the access calls, never an agent's.
 	CodeInvalidSession Code = "agent/invalid-session"
@@ -129,6 +131,8 @@ var (
 	ErrScopeDisposed      = &Error{Code: CodeScopeDisposed}
 	ErrStopped            = &Error{Code: CodeStopped}
 	ErrRegistryFailed     = &Error{Code: CodeRegistryFailed}
+	ErrAborted            = &Error{Code: CodeAborted}
+	ErrShutdownTimeout    = &Error{Code: CodeShutdownTimeout}
 	ErrInvalidSession     = &Error{Code: CodeInvalidSession}
 )
 

@@ -15,7 +15,7 @@ func Example_tree() {
 	ctx := context.Background()
 	sys, _ := troupe.New(troupe.DefaultConfig())
 	defer sys.Shutdown(ctx)
-	sys.Jobs().AttachController(sys.Scope(), "my-tools")
+	sys.Jobs().AttachController(ctx, sys.Scope(), "my-tools")
 
 	sub, snap, _ := sys.Tree().Subscribe(ctx)
 	defer sub.Cancel()
@@ -23,7 +23,7 @@ func Example_tree() {
 
 	done := make(chan job.Outcome, 1)
 	done <- job.Outcome{Status: job.Completed, Detail: "exit code: 0"} // settles at once
-	sys.Jobs().Start(job.Spec{Kind: "bash", Label: "true",
+	sys.Jobs().Start(ctx, job.Spec{Kind: "bash", Label: "true",
 		Run: func() (job.Hooks, error) {
 			return job.Hooks{Cancel: func(string) error { return nil }, Done: done}, nil
 		}})

@@ -54,12 +54,37 @@ func (r Result) SingleText() (string, bool) {
 
 // Call is one invocation of a tool by an agent.
 type Call struct {
-	ID      string
-	Name    string
-	Args    json.RawMessage
-	Session string       // the calling agent's session id ("" for no agent)
-	Agent   *owner.Agent // the calling agent instance, when the tool needs it (nil: none)
+	ID     string
+	Name   string
+	Args   json.RawMessage
+	Caller Caller // who calls: one identity, so a session and an agent cannot disagree
 }
+
+// Caller is the identity a tool call acts with: an agent instance (its session is
+// the agent's own), a bare session id (the fence only, for a caller without an
+// instance), or nobody (the zero value, "no agent"). Build one with AsAgent or
+// AsSession; the fields are private so the two cannot disagree.
+type Caller struct {
+	agent   *owner.Agent
+	session string
+}
+
+// AsAgent is the identity of agent instance a (nil: nobody).
+func AsAgent(a *owner.Agent) Caller {
+	if a == nil {
+		return Caller{}
+	}
+	return Caller{agent: a, session: a.Session()}
+}
+
+// AsSession is the identity of a caller known only by its session id ("": nobody).
+func AsSession(session string) Caller { return Caller{session: session} }
+
+// Session is the caller's session id ("" for no agent).
+func (c Caller) Session() string { return c.session }
+
+// Agent is the calling agent instance, nil when the caller has none.
+func (c Caller) Agent() *owner.Agent { return c.agent }
 
 // Tool is a model-facing tool.
 type Tool struct {

@@ -46,9 +46,9 @@ func NewSystem(t testing.TB, mutate ...func(*troupe.Config)) (*troupe.System, *L
 func Served(t testing.TB, mutate ...func(*troupe.Config)) (*troupe.System, *Logs) {
 	t.Helper()
 	sys, logs := NewSystem(t, mutate...)
-	_, err := sys.Jobs().AttachController(sys.Scope(), "test")
+	_, err := sys.Jobs().AttachController(context.Background(), sys.Scope(), "test")
 	require.NoError(t, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	return sys, logs
 }
@@ -58,7 +58,7 @@ func Agent(t testing.TB, sys *troupe.System, session string) *owner.Agent {
 	t.Helper()
 	a, err := sys.NewAgent(nil, session)
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(a))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
 	return a
 }
 
@@ -228,7 +228,7 @@ func Settled(t testing.TB, sys *troupe.System, id, caller string) *messages.JobS
 // it: wait on Settled, a reply or an observer for those.
 func Barrier(t testing.TB, sys *troupe.System) {
 	t.Helper()
-	_, err := sys.Jobs().List("")
+	_, err := sys.Jobs().List(context.Background(), "")
 	require.NoError(t, err)
 }
 
@@ -253,7 +253,7 @@ func AwaitWaiters(t testing.TB, sys *troupe.System, id string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(shutdownBudget)
 	for {
-		got, err := sys.Jobs().Waiters(id)
+		got, err := sys.Jobs().Waiters(context.Background(), id)
 		require.NoError(t, err)
 		if got == n {
 			return

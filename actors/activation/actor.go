@@ -299,7 +299,7 @@ func closingErr(id string) error {
 // message, case 146).
 func (a *activationActor) submit(c actor.Context, m *submit) {
 	if !m.first {
-		if m.parent == nil || !a.m.live(m.parent) {
+		if m.parent == nil || !a.m.live(context.Background(), m.parent) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
@@ -387,7 +387,7 @@ func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 // report relays the child's report to its parent of record (SPEC §6.6). The wait
 // for the parent's owner actor runs outside Receive.
 func (a *activationActor) report(m *report) {
-	pid := a.m.deps.Jobs.RegisteredAgent(a.header.ParentSession)
+	pid := a.m.registered(a.header.ParentSession)
 	if pid == nil {
 		m.reply(acceptRes{err: parentUnavailable()})
 		return

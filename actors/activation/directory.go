@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
@@ -204,7 +205,7 @@ func (d *directoryActor) Receive(c actor.Context) {
 		d.interrupt(c, m)
 	case *reportReq:
 		id, ok := d.byAgent[m.child.PID().Id]
-		if !ok || d.acts[id].closing || !d.m.live(m.child) {
+		if !ok || d.acts[id].closing || !d.m.live(context.Background(), m.child) {
 			m.reply <- acceptRes{err: unauthorized("agent %q is not a live continuable subagent and cannot report", m.child.Session())}
 			return
 		}
@@ -280,7 +281,7 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 	}
 	for cur := parent.PID().Id; cur != ""; {
 		if b, ok := d.below[cur]; ok {
-			if pid := d.m.deps.Jobs.RegisteredAgent(b.session); pid != nil && pid.Id == cur {
+			if pid := d.m.registered(b.session); pid != nil && pid.Id == cur {
 				return drainingBelow(b.session)
 			}
 			delete(d.below, cur) // that parent left the registry: the drain is over
@@ -312,7 +313,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 		fail(err)
 		return
 	}
-	if !d.m.live(m.parent) {
+	if !d.m.live(context.Background(), m.parent) {
 		fail(unauthorized("subagent %q requires the exact live parent agent to start it", m.id))
 		return
 	}
@@ -331,7 +332,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 		fail(context.Cause(m.ctx))
 		return
 	}
-	if _, ok := d.acts[m.id]; ok || d.m.deps.Jobs.RegisteredAgent(m.id) != nil {
+	if _, ok := d.acts[m.id]; ok || d.m.registered(m.id) != nil {
 		fail(messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", m.id))
 		return
 	}
@@ -447,7 +448,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 	}
 	pid, err := c.SpawnNamed(props, name)
 	if err != nil {
-		_ = d.m.deps.Jobs.UnregisterAgent(agent)
+		_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), agent)
 		go func() { _ = agent.Dispose(context.Background()) }()
 		return nil, err
 	}
@@ -497,7 +498,7 @@ func (d *directoryActor) unindex(e *entry) {
 // background, and the parent Activation releases it.
 func (d *directoryActor) forget(c actor.Context, e *entry) {
 	d.unindex(e)
-	_ = d.m.deps.Jobs.UnregisterAgent(e.agent)
+	_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), e.agent)
 	agent := e.agent
 	go func() { _ = agent.Dispose(context.Background()) }()
 	if pe := d.parentEntry(e.parent); pe != nil {
@@ -550,7 +551,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id)}
 		return
 	}
-	if !d.m.live(m.parent) {
+	if !d.m.live(context.Background(), m.parent) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
 		return
 	}
@@ -600,7 +601,7 @@ func (d *directoryActor) redispatch(c actor.Context, e *entry) {
 // target's own checks (in its Activation), which answers once admitted.
 func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
 	if a := m.auth.Ancestor; a != nil {
-		if !d.m.live(a) {
+		if !d.m.live(context.Background(), a) {
 			m.reply <- unauthorized("interrupting %q requires the exact live ancestor agent", m.target)
 			return
 		}
@@ -751,7 +752,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 // Activation gets it in its own inbox, ahead of the release (same mailbox order);
 // any other parent through its owner actor, which picks the lane.
 func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
-	pid := d.m.deps.Jobs.RegisteredAgent(e.parentSes)
+	pid := d.m.registered(e.parentSes)
 	if pid == nil {
 		return
 	}
@@ -805,7 +806,7 @@ func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
 
 // drainChildren is SPEC §6.7's drainContinuableChildren.
 func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
-	if !d.m.live(m.parent) {
+	if !d.m.live(context.Background(), m.parent) {
 		m.reply <- unauthorized("selected child teardown requires the exact live parent agent")
 		return
 	}
@@ -834,7 +835,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 func (d *directoryActor) drainBelow(c actor.Context, m *drainBelowReq) {
 	targets := map[string]bool{}
 	for _, p := range m.parents {
-		if p == nil || !d.m.live(p) {
+		if p == nil || !d.m.live(context.Background(), p) {
 			continue
 		}
 		if key := p.PID().Id; d.below[key].end == nil {
@@ -973,8 +974,7 @@ func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
 // the store, with the residency of the live ones. It runs on the caller's goroutine.
 // The store's heads are read once (every session, in id order) into an index of children by
 // parent session, so descendants cost one pass, not one pass per level or child.
-func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) {
-	ctx := context.Background()
+func (m *Manager) list(ctx context.Context, parent *owner.Agent, descendants bool) ([]Listed, error) {
 	ids, err := m.deps.Store.IDs(ctx)
 	if err != nil {
 		return nil, err
@@ -1002,7 +1002,10 @@ func (m *Manager) list(parent *owner.Agent, descendants bool) ([]Listed, error) 
 		}
 	}
 	walk(parent.Session())
-	m.addResidency(out)
+	if err := ctx.Err(); err != nil {
+		return nil, job.Aborted(ctx)
+	}
+	m.addResidency(ctx, out)
 	return out, nil
 }
 
@@ -1024,7 +1027,7 @@ func listed(s session.Head, parent string) Listed {
 
 // addResidency marks the listed children that have a resident Activation idle or
 // running, asking the directory about these ids only.
-func (m *Manager) addResidency(out []Listed) {
+func (m *Manager) addResidency(ctx context.Context, out []Listed) {
 	if len(out) == 0 {
 		return
 	}
@@ -1032,7 +1035,7 @@ func (m *Manager) addResidency(out []Listed) {
 	for i, l := range out {
 		ids[i] = l.ID
 	}
-	live := m.resident(ids...)
+	live := m.resident(ctx, ids...)
 	for i := range out {
 		e, ok := live[out[i].ID]
 		if !ok {

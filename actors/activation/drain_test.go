@@ -52,7 +52,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	e := &drainEnv{sys: sys, ends: make(chan string, 16), held: make(chan string, 16), runner: subagent.NewScripted()}
 	e.runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
 		if turn.Input.Text() == "spawn G" {
-			_, _, err := e.m.Start(context.Background(), e.m.Agent(turn.Session), "spawn", "g", "G", subagent.Request{Prompt: "hold g"})
+			_, _, err := e.m.Start(context.Background(), e.m.Agent(context.Background(), turn.Session), "spawn", "g", "G", subagent.Request{Prompt: "hold g"})
 			if err != nil {
 				return subagent.Reply{Err: err}, true
 			}
@@ -81,7 +81,7 @@ func (e *drainEnv) parent(t *testing.T, id string) (*owner.Agent, *verbSurface) 
 	s := &verbSurface{calls: make(chan string, 16)}
 	p, err := e.sys.NewAgent(nil, id, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(p))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), p))
 	return p, s
 }
 
@@ -105,7 +105,7 @@ func TestDrainInjectsTheNotice(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.m.Drain(context.Background()))
 	require.Equal(t, "inject Background subagent c was stopped before it finished.", s.next(t))
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 }
 
 // drainContinuableDescendants disposes the strict descendants child-first, closes
@@ -122,11 +122,11 @@ func TestDrainDescendantsChildFirstAndScopedAdmission(t *testing.T) {
 	case <-time.After(budget):
 		t.Fatal("G never ran")
 	}
-	require.Equal(t, 2, e.m.Live())
+	require.Equal(t, 2, e.m.Live(context.Background()))
 
 	require.NoError(t, e.m.DrainContinuableDescendants(context.Background(), []*owner.Agent{p}))
 	require.Equal(t, []string{"G", "C"}, []string{e.end(t), e.end(t)}, "child-first")
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 	require.Equal(t, "inject Background subagent C was stopped before it finished.", s.next(t))
 
 	_, _, err = e.m.Start(context.Background(), p, "spawn", "d", "D", subagent.Request{Prompt: "x"})

@@ -98,7 +98,7 @@ func newIndexRig(t *testing.T, store session.Store, opts ...activation.Option) *
 	in := &inbox{msgs: make(chan owner.Message, 16)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	return &indexRig{sys: sys, m: m, runner: runner, parent: parent, in: in}
 }
 
@@ -117,7 +117,7 @@ func (r *indexRig) awaitNotice(t *testing.T, id string) {
 	case n := <-r.in.msgs:
 		require.Equal(t, want, n.Text)
 	case <-time.After(budget):
-		t.Fatalf("no settlement notice of %s; %d live", id, r.m.Live())
+		t.Fatalf("no settlement notice of %s; %d live", id, r.m.Live(context.Background()))
 	}
 }
 
@@ -125,9 +125,9 @@ func (r *indexRig) awaitNotice(t *testing.T, id string) {
 func (r *indexRig) awaitLive(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(budget)
-	for r.m.Live() != n {
+	for r.m.Live(context.Background()) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d Activations live, want %d", r.m.Live(), n)
+			t.Fatalf("%d Activations live, want %d", r.m.Live(context.Background()), n)
 		}
 		runtime.Gosched()
 	}
@@ -140,20 +140,20 @@ func (r *indexRig) awaitLive(t *testing.T, n int) {
 func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	r := newIndexRig(t, session.NewMemory())
 	r.start(t, r.parent, "c1")
-	c1 := r.m.Agent("c1")
+	c1 := r.m.Agent(context.Background(), "c1")
 	require.NotNil(t, c1)
 	r.start(t, c1, "g1")
 	r.start(t, r.parent, "c2")
 	require.Empty(t, r.m.IndexProblems())
-	require.Equal(t, 3, r.m.Live())
-	st, ok := r.m.Status("g1")
+	require.Equal(t, 3, r.m.Live(context.Background()))
+	st, ok := r.m.Status(context.Background(), "g1")
 	require.True(t, ok)
 	require.Equal(t, activation.Running, st.Residency)
-	_, ok = r.m.Status("nope")
+	_, ok = r.m.Status(context.Background(), "nope")
 	require.False(t, ok)
-	require.Nil(t, r.m.Agent("nope"))
+	require.Nil(t, r.m.Agent(context.Background(), "nope"))
 
-	listed, err := r.m.List(r.parent, true)
+	listed, err := r.m.List(context.Background(), r.parent, true)
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, l := range listed {
@@ -161,7 +161,7 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"c1": "P running 1 label-c1", "c2": "P running 1 label-c2",
 		"g1": "c1 running 2 label-g1"}, got)
-	direct, err := r.m.List(r.parent, false)
+	direct, err := r.m.List(context.Background(), r.parent, false)
 	require.NoError(t, err)
 	require.Len(t, direct, 2)
 
@@ -174,7 +174,7 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	r.awaitNotice(t, "c2")
 	r.awaitLive(t, 0)
 	require.Empty(t, r.m.IndexProblems())
-	require.Nil(t, r.m.Agent("c1"))
+	require.Nil(t, r.m.Agent(context.Background(), "c1"))
 }
 
 // A drain disposes a nested tree child-first through the children index and
@@ -182,8 +182,8 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 func TestDirectoryIndexesEmptyAfterDrain(t *testing.T) {
 	r := newIndexRig(t, session.NewMemory())
 	r.start(t, r.parent, "c1")
-	r.start(t, r.m.Agent("c1"), "g1")
-	r.start(t, r.m.Agent("g1"), "gg1")
+	r.start(t, r.m.Agent(context.Background(), "c1"), "g1")
+	r.start(t, r.m.Agent(context.Background(), "g1"), "gg1")
 	require.Empty(t, r.m.IndexProblems())
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -191,7 +191,7 @@ func TestDirectoryIndexesEmptyAfterDrain(t *testing.T) {
 	go func() { drained <- r.m.DrainContinuableDescendants(ctx, []*owner.Agent{r.parent}) }()
 	r.runner.openAll() // the held turns return (cancelled or not)
 	require.NoError(t, <-drained)
-	require.Equal(t, 0, r.m.Live())
+	require.Equal(t, 0, r.m.Live(ctx))
 	require.Empty(t, r.m.IndexProblems())
 }
 
@@ -220,13 +220,13 @@ func TestDirectoryIndexesFollowAnActivationThatStops(t *testing.T) {
 	}
 	r.awaitLive(t, 0)
 	require.Empty(t, r.m.IndexProblems())
-	require.Nil(t, r.sys.Jobs().RegisteredAgent("c"))
+	require.Nil(t, r.sys.Jobs().RegisteredAgent(ctx, "c"))
 
 	_, err := r.m.Followup(ctx, r.parent, "c", "again", session.Source{Kind: "coordinator"})
 	require.NoError(t, err)
-	require.Equal(t, 1, r.m.Live())
+	require.Equal(t, 1, r.m.Live(ctx))
 	require.Empty(t, r.m.IndexProblems())
-	require.NotNil(t, r.m.Agent("c"))
+	require.NotNil(t, r.m.Agent(ctx, "c"))
 }
 
 // WithRestartIntensity bounds the restarts: allowed one restart per hour, the
@@ -238,7 +238,7 @@ func TestRestartIntensityIsConfigurable(t *testing.T) {
 	ctx := context.Background()
 	_, err := r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
 	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
-	require.Equal(t, 1, r.m.Live(), "the first failure restarts it")
+	require.Equal(t, 1, r.m.Live(ctx), "the first failure restarts it")
 	_, err = r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
 	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
 	r.awaitLive(t, 0) // the second, within the hour, stops it

@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
@@ -139,16 +140,32 @@ func (m *Manager) now() int64 {
 }
 
 // live reports whether a is the exact live instance registered for its session.
-func (m *Manager) live(a *owner.Agent) bool {
+func (m *Manager) live(ctx context.Context, a *owner.Agent) bool {
 	if a == nil {
 		return false
 	}
-	pid := m.deps.Jobs.RegisteredAgent(a.Session())
+	pid := m.deps.Jobs.RegisteredAgent(ctx, a.Session())
 	return pid != nil && pid.Equal(a.PID())
 }
 
 // available is SPEC §6.1's availability: the manager needs the agent service.
-func (m *Manager) available() bool { return m.deps.Jobs != nil && m.deps.Jobs.AgentsMounted() }
+func (m *Manager) available(ctx context.Context) bool {
+	if m.deps.Jobs == nil {
+		return false
+	}
+	return m.deps.Jobs.AgentsMounted(ctx)
+}
+
+// awaitCtx waits for a directory reply or ctx's end (job/aborted).
+func awaitCtx[T any](ctx context.Context, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, job.Aborted(ctx)
+	}
+}
 
 func unavailable() error {
 	return messages.Errorf(subagent.CodeContinuationUnavailable, "continuable subagents require the agents service")
@@ -178,7 +195,7 @@ func (m *Manager) StartContinuable(ctx context.Context, provider, label string, 
 // acceptance: any failure before it — ctx's end included — rolls the child back
 // entirely and returns no ids.
 func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
-	if !m.available() {
+	if !m.available(ctx) {
 		return "", "", unavailable()
 	}
 	if m.draining.Load() {
@@ -229,7 +246,10 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 	reply := make(chan startRes, 1)
 	m.root.Send(m.pid, &startReq{ctx: ctx, parent: parent, id: childID, label: label, descriptor: desc,
 		seed: seed.History, req: req, content: text(req.Prompt), reply: reply})
-	res := <-reply
+	res, err := awaitCtx(ctx, reply)
+	if err != nil {
+		return "", "", err
+	}
 	if res.err != nil {
 		return "", "", res.err
 	}
@@ -251,7 +271,7 @@ func prepare(ctx context.Context, cp subagent.Continuable, req subagent.Request)
 // parent of record. ctx governs only lookup and admission: the answer says whether
 // the message was accepted, and a ctx that ends after acceptance changes nothing.
 func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
-	if !m.available() {
+	if !m.available(ctx) {
 		return "", unavailable()
 	}
 	if m.draining.Load() {
@@ -262,26 +282,33 @@ func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, co
 	}
 	reply := make(chan acceptRes, 1)
 	m.root.Send(m.pid, &followupReq{ctx: ctx, parent: parent, id: childID, content: text(content), source: source, reply: reply})
-	res := <-reply
+	res, err := awaitCtx(ctx, reply)
+	if err != nil {
+		return "", err
+	}
 	return res.id, res.err
 }
 
 // Interrupt stops target's current turn and parks its queued messages (SPEC §6.4).
 // It returns once admitted; the turn ends asynchronously. Without the agent
 // service it is a silent no-op.
-func (m *Manager) Interrupt(target string, auth Authority) error {
-	if !m.available() {
+func (m *Manager) Interrupt(ctx context.Context, target string, auth Authority) error {
+	if !m.available(ctx) {
 		return nil
 	}
 	reply := make(chan error, 1)
 	m.root.Send(m.pid, &interruptReq{target: target, auth: auth, reply: reply})
-	return <-reply
+	err, werr := awaitCtx(ctx, reply)
+	if werr != nil {
+		return werr
+	}
+	return err
 }
 
 // Report relays content from a live continuable child to its parent (SPEC §6.6):
 // steered into the parent's next step (waking it when idle), or injected when quiet.
-func (m *Manager) Report(child *owner.Agent, content string, quiet bool) (string, error) {
-	if !m.available() {
+func (m *Manager) Report(ctx context.Context, child *owner.Agent, content string, quiet bool) (string, error) {
+	if !m.available(ctx) {
 		return "", unavailable()
 	}
 	if child == nil {
@@ -289,16 +316,20 @@ func (m *Manager) Report(child *owner.Agent, content string, quiet bool) (string
 	}
 	reply := make(chan acceptRes, 1)
 	m.root.Send(m.pid, &reportReq{child: child, content: text(content), quiet: quiet, reply: reply})
-	res := <-reply
+	res, err := awaitCtx(ctx, reply)
+	if err != nil {
+		return "", err
+	}
 	return res.id, res.err
 }
 
 // resident returns the resident entries among ids (absent ids are left out): one
 // directory lookup per id, whatever the number of resident Activations.
-func (m *Manager) resident(ids ...string) map[string]liveEntry {
+func (m *Manager) resident(ctx context.Context, ids ...string) map[string]liveEntry {
 	reply := make(chan map[string]liveEntry, 1)
 	m.root.Send(m.pid, &liveReq{ids: ids, reply: reply})
-	return <-reply
+	res, _ := awaitCtx(ctx, reply)
+	return res
 }
 
 func (m *Manager) status(pid *actor.PID) (Status, bool) {
@@ -312,16 +343,17 @@ func (m *Manager) status(pid *actor.PID) (Status, bool) {
 
 // List returns parent's continuable children (or all its descendants), with
 // statuses: running, idle (resident and waiting) or ready (no Activation).
-func (m *Manager) List(parent *owner.Agent, descendants bool) ([]Listed, error) {
-	if !m.available() || m.deps.Store == nil || parent == nil {
+func (m *Manager) List(ctx context.Context, parent *owner.Agent, descendants bool) ([]Listed, error) {
+	if !m.available(ctx) || m.deps.Store == nil || parent == nil {
 		return []Listed{}, nil
 	}
-	return m.list(parent, descendants)
+	return m.list(ctx, parent, descendants)
 }
 
-// Status returns the Activation of childID, if one is resident.
-func (m *Manager) Status(childID string) (Status, bool) {
-	e, ok := m.resident(childID)[childID]
+// Status returns the Activation of childID, if one is resident (false also when
+// ctx ends first).
+func (m *Manager) Status(ctx context.Context, childID string) (Status, bool) {
+	e, ok := m.resident(ctx, childID)[childID]
 	if !ok {
 		return Status{}, false
 	}
@@ -330,18 +362,20 @@ func (m *Manager) Status(childID string) (Status, bool) {
 
 // Agent returns the agent instance of childID's resident Activation (the credential
 // its tools act with), or nil.
-func (m *Manager) Agent(childID string) *owner.Agent {
-	if e, ok := m.resident(childID)[childID]; ok {
+func (m *Manager) Agent(ctx context.Context, childID string) *owner.Agent {
+	if e, ok := m.resident(ctx, childID)[childID]; ok {
 		return e.agent
 	}
 	return nil
 }
 
-// Live returns how many Activations are resident (a gauge for tests).
-func (m *Manager) Live() int {
+// Live returns how many Activations are resident (a gauge for tests; 0 when ctx
+// ends before the answer).
+func (m *Manager) Live(ctx context.Context) int {
 	reply := make(chan int, 1)
 	m.root.Send(m.pid, &gaugeReq{reply: reply})
-	return <-reply
+	n, _ := awaitCtx(ctx, reply) // 0 when ctx ends first
+	return n
 }
 
 // Drain closes admission for the whole manager (DRAINING from then on) and
@@ -354,7 +388,7 @@ func (m *Manager) Drain(ctx context.Context) error {
 	case <-reply:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
 }
 
@@ -363,7 +397,7 @@ func (m *Manager) Drain(ctx context.Context) error {
 // parent must be the exact live parent agent. It returns once they are disposed or
 // ctx ends. Without the agent service it is a silent no-op.
 func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Agent, ids []string) error {
-	if !m.available() {
+	if !m.available(ctx) {
 		return nil
 	}
 	if parent == nil {
@@ -375,7 +409,7 @@ func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Ag
 	case err := <-reply:
 		return err
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
 }
 
@@ -385,7 +419,7 @@ func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Ag
 // It returns once they are disposed or ctx ends. Without the agent service it is a
 // silent no-op.
 func (m *Manager) DrainContinuableDescendants(ctx context.Context, parents []*owner.Agent) error {
-	if !m.available() {
+	if !m.available(ctx) {
 		return nil
 	}
 	reply := make(chan struct{}, 1)
@@ -394,6 +428,13 @@ func (m *Manager) DrainContinuableDescendants(ctx context.Context, parents []*ow
 	case <-reply:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
+}
+
+// registered returns the PID registered for session, or nil. It is for the
+// directory and Activations, which ask the registry from their own messages (the
+// registry answers without waiting on anything).
+func (m *Manager) registered(session string) *actor.PID {
+	return m.deps.Jobs.RegisteredAgent(context.Background(), session)
 }

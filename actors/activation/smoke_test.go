@@ -36,7 +36,7 @@ func TestSmokeStartFollowupSettleNotice(t *testing.T) {
 	in := &inbox{msgs: make(chan owner.Message, 8)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 
 	ctx := context.Background()
 	id, msgID, err := m.Start(ctx, parent, "spawn", "research", "c1", subagent.Request{Prompt: "task"})

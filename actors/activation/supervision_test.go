@@ -86,7 +86,7 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 	in := &inbox{msgs: make(chan owner.Message, 8)}
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	ctx := context.Background()
 
 	_, first, err := m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
@@ -108,7 +108,7 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
 	case <-time.After(budget):
 		snap, _ := store.Load(ctx, "c")
-		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live())
+		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live(ctx))
 	}
 	require.True(t, logs.Contains("panicked and restarts from its persisted session"))
 
@@ -133,5 +133,5 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
-	require.Nil(t, sys.Jobs().RegisteredAgent("c"), "the child agent was disposed with its Activation")
+	require.Nil(t, sys.Jobs().RegisteredAgent(ctx, "c"), "the child agent was disposed with its Activation")
 }

@@ -141,7 +141,7 @@ func (a *controllerActor) Receive(c actor.Context) {
 
 // kill is job.kill: lookup, fence and a non-claiming kill, in one registry message.
 func (a *controllerActor) kill(m *messages.JobKill) *messages.JobKillReply {
-	res, _, err := a.jobs.Kill(m.JobId, m.SessionId, registry.KillOptions{Reason: ReasonUser, NoClaim: true})
+	res, _, err := a.jobs.Kill(context.Background(), m.JobId, m.SessionId, registry.KillOptions{Reason: ReasonUser, NoClaim: true})
 	if err != nil {
 		return &messages.JobKillReply{Error: notFound(err, m.SessionId, m.JobId)}
 	}
@@ -175,7 +175,7 @@ func (a *controllerActor) openRoster(c actor.Context, m *messages.JobListOpen) {
 
 func (a *controllerActor) sendRoster(c actor.Context, r *roster) {
 	r.dirty = false
-	jobs, err := a.jobs.List(r.session)
+	jobs, err := a.jobs.List(context.Background(), r.session)
 	frame := &messages.JobRoster{StreamId: r.stream}
 	if err != nil {
 		frame.Error = notFound(err, r.session, "")
@@ -191,7 +191,7 @@ func (a *controllerActor) openFollow(c actor.Context, m *messages.JobFollowOpen)
 	if to == nil {
 		return
 	}
-	rec, snap, err := a.jobs.Record(m.JobId, m.SessionId)
+	rec, snap, err := a.jobs.Record(context.Background(), m.JobId, m.SessionId)
 	if err != nil {
 		c.Send(to, &messages.JobFollowFrame{StreamId: m.StreamId,
 			Frame: &messages.JobFollowFrame_Error{Error: notFound(err, m.SessionId, m.JobId)}})

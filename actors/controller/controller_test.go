@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestRosterFollowsLifecycleChanges(t *testing.T) {
 	alice := troupetest.Agent(t, sys, "alice")
 	bob := troupetest.Agent(t, sys, "bob")
 	p := troupetest.NewProducer()
-	_, err := sys.Jobs().Start(p.Spec(alice))
+	_, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 	require.NoError(t, err)
 
 	s := ctl.List("alice")
@@ -65,14 +66,14 @@ func TestRosterFollowsLifecycleChanges(t *testing.T) {
 
 	q := troupetest.NewProducer()
 	q.OnCancel = &job.Outcome{Status: job.Killed}
-	_, err = sys.Jobs().Start(q.Spec(bob)) // bob's job: not in alice's roster
+	_, err = sys.Jobs().Start(context.Background(), q.Spec(bob)) // bob's job: not in alice's roster
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed})
 	troupetest.Settled(t, sys, "bash-1", "alice")
 	want := []string{"bash-1:completed"}
 	for r := next(t, s.Frames); !equal(ids(r), want); r = next(t, s.Frames) {
 	}
-	snap, err := sys.Jobs().Get("bash-1", "alice")
+	snap, err := sys.Jobs().Get(context.Background(), "bash-1", "alice")
 	require.NoError(t, err)
 	require.False(t, snap.Reported, "the roster never claims")
 }
@@ -87,7 +88,7 @@ func TestFollowStreamsTheRecordThenTheStatus(t *testing.T) {
 	p.Record = job.NewRecord()
 	p.Record.Append("before start\n", job.AppendOptions{})
 	p.Emit("model's view")
-	id, err := sys.Jobs().Start(p.Spec(alice))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 	require.NoError(t, err)
 
 	f := ctl.Follow("alice", id, nil)
@@ -118,7 +119,7 @@ func TestFollowStreamsTheRecordThenTheStatus(t *testing.T) {
 	_, ok := <-f.Frames
 	require.False(t, ok, "the stream ends after the status frame")
 
-	text, snap, err := sys.Jobs().Read(id, "alice")
+	text, snap, err := sys.Jobs().Read(context.Background(), id, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "model's view", text, "following never moved the model's cursor")
 	require.True(t, snap.Reported)
@@ -133,7 +134,7 @@ func TestFollowFramesAreBoundedAndLossyWhenEvicted(t *testing.T) {
 	for range 10 {
 		p.Record.Append(strings.Repeat("y", 20), job.AppendOptions{})
 	}
-	id, err := sys.Jobs().Start(p.Spec(nil))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(t, err)
 	f := ctl.Follow("", id, nil)
 	defer f.Close()
@@ -155,7 +156,7 @@ func TestFollowWithoutRecordOrAccess(t *testing.T) {
 	sys, ctl := setup(t)
 	alice := troupetest.Agent(t, sys, "alice")
 	p := troupetest.NewProducer()
-	id, err := sys.Jobs().Start(p.Spec(alice))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 	require.NoError(t, err)
 
 	foreign := ctl.Follow("", id, nil)

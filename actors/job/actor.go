@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -26,6 +27,12 @@ type Shared struct {
 	Watcher  *Watcher
 	Logger   *slog.Logger
 	Now      func() int64 // Unix milliseconds
+	// SettleTimeout, when positive, bounds how long a job stays stopping after a
+	// kill or teardown cancel landed: then it settles failed (TextSettleTimeout).
+	SettleTimeout time.Duration
+	// AfterFunc arms a timer that calls f once after d, returning its stop function
+	// (time.AfterFunc's Stop). nil means time.AfterFunc; tests inject a fake clock.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // Spawner spawns job actors from one shared Props: per-job Props and a per-job
@@ -74,12 +81,40 @@ type jobActor struct {
 	waits     map[uint64]*Wait // allocated on the first wait
 	handedOff bool
 	watch     *Watch
+	cancel    *cancelling // the producer's Cancel in flight, nil when none
+	stopTimer func() bool // the armed SettleTimeout timer's stop, nil when none
+}
+
+// cancelling is a producer Cancel running on its own goroutine (so a Cancel that
+// blocks holds up only its own job) and the messages held until it returns: the
+// producer's hooks stay serialised, and a Kill's change lands before an outcome the
+// Cancel itself sent (SPEC §1.3 rule 8).
+type cancelling struct {
+	req      any   // *Kill or *Teardown
+	deferred []any // *Kill, *Teardown, *Read, *doneMsg, in arrival order
 }
 
 type doneMsg struct {
 	o  Outcome
 	ok bool
 }
+
+// cancelDone is a Cancel call's result, sent by the goroutine that ran it.
+type cancelDone struct{ err error }
+
+// settleTimedOut is the SettleTimeout timer firing.
+type settleTimedOut struct{}
+
+// ForceFail settles a live job failed with Detail now, whatever its producer does
+// (a Cancel still running, a Done that never sends): the job's slot is freed and a
+// later outcome is ignored (first wins). Work may be orphaned; Warn is logged.
+type ForceFail struct{ Detail, Warn string }
+
+// Texts of a forced settlement (model-visible details, and the logged warnings).
+const (
+	TextShutdownDeadline = "Error: job did not stop before the shutdown deadline; work may be orphaned"
+	TextSettleTimeout    = "Error: job did not stop within the settle timeout after it was killed; work may be orphaned"
+)
 
 func (a *jobActor) Receive(c actor.Context) {
 	if after := plantedReceive(a); after != nil {
@@ -88,38 +123,22 @@ func (a *jobActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
-	case *doneMsg:
-		o, violation := CheckOutcome(m.o, m.ok)
-		if violation != "" && a.core.Live() {
-			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
+	case *cancelDone:
+		a.cancelReturned(c, m.err)
+	case *settleTimedOut:
+		a.stopTimer = nil
+		if a.core.Live() && a.core.Status() == Stopping {
+			a.forceFail(c, &ForceFail{Detail: TextSettleTimeout,
+				Warn: fmt.Sprintf("jobs: job %s did not stop within %s after it was killed; job record forced failed and work may be orphaned", a.cfg.ID, a.cfg.SettleTimeout)})
 		}
-		a.settle(c, o, false)
-	case *Read:
-		if a.handedOff {
-			c.Send(a.cfg.Registry, m)
+	case *ForceFail:
+		a.forceFail(c, m)
+	case *doneMsg, *Read, *Kill, *Teardown:
+		if a.cancel != nil && !a.handedOff {
+			a.cancel.deferred = append(a.cancel.deferred, m)
 			return
 		}
-		var text string
-		if a.cfg.Hooks.ReadOutput != nil {
-			var err error
-			if err = protect(func() (e error) { text, e = a.cfg.Hooks.ReadOutput(); return }); err != nil {
-				m.Reply <- ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: ErrorText(err), Cause: err}}
-				return
-			}
-			text = ValidText(text)
-		}
-		m.Reply <- ReadResult{Text: text, Snapshot: a.snapshot()}
-	case *Kill:
-		if a.handedOff {
-			c.Send(a.cfg.Registry, m)
-			return
-		}
-		if err := a.cancel(m.Reason); err != nil {
-			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
-			return
-		}
-		a.core.KillLanded(!m.NoClaim, m.Reason)
-		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m})
+		a.hooked(c, m)
 	case *Wait:
 		if a.handedOff {
 			c.Send(a.cfg.Registry, m)
@@ -149,22 +168,6 @@ func (a *jobActor) Receive(c actor.Context) {
 			return
 		}
 		m.Reply <- len(a.core.Waiters())
-	case *Teardown:
-		if a.handedOff {
-			return
-		}
-		// The teardown's claim (SPEC §2.11 step 1) is recorded once Cancel has returned:
-		// nothing observes the job within this step except the waits a forced settlement
-		// ends, and those end as their own timeout or abort would — before the claim.
-		if err := a.cancel(m.Reason); err != nil {
-			a.cfg.Logger.Warn(fmt.Sprintf("jobs: cancel of %s threw during teardown; job record forced failed and work may be orphaned: %s", a.cfg.ID, err.Error()))
-			a.watch.Remove()
-			a.settle(c, Outcome{Status: Failed, Detail: "cancel threw during teardown; work may be orphaned: Error: " + err.Error()}, true)
-			return
-		}
-		a.core.TeardownBegin()
-		a.core.TeardownCancelled()
-		c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
 	case *actor.Stopped:
 		plantedStopped(a)
 	case *actor.Stopping:
@@ -173,6 +176,7 @@ func (a *jobActor) Receive(c actor.Context) {
 			// outside): settle failed so no waiter hangs and the slot is freed.
 			a.watch.Remove()
 			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"}, false)
+			a.releaseCancel(c)
 		}
 	}
 }
@@ -198,7 +202,7 @@ func (a *jobActor) endWait(w *Wait) {
 		w.Reply <- WaitResult{Snapshot: a.snapshot()}
 		return
 	}
-	w.Reply <- WaitResult{Err: WaitAborted()}
+	w.Reply <- WaitResult{Err: WaitAbortedBy(w.Ctx)}
 }
 
 // settle applies an outcome: first wins. Waits whose context already ended are
@@ -220,6 +224,10 @@ func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
 	}
 	a.waits = nil
 	a.handedOff = true
+	if a.stopTimer != nil {
+		a.stopTimer()
+		a.stopTimer = nil
+	}
 	now := max(a.cfg.Now(), a.cfg.StartedAt)
 	c.Send(a.cfg.Registry, &Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput})
 	fault.Yield("job.settle.after-decide")
@@ -241,12 +249,187 @@ func (a *jobActor) snapshot() *messages.JobSnapshot {
 	return a.cfg.Snapshot(a.core.Status(), nil, nil, a.core.Reported())
 }
 
-func (a *jobActor) cancel(reason string) error {
-	if a.cfg.Hooks.Cancel == nil {
+// hooked handles the messages that call a producer hook (or, for an outcome, must
+// not overtake one): never while a Cancel is in flight (Receive holds them).
+func (a *jobActor) hooked(c actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *doneMsg:
+		o, violation := CheckOutcome(m.o, m.ok)
+		if violation != "" && a.core.Live() {
+			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
+		}
+		a.settle(c, o, false)
+	case *Read:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		if err := ctxErr(m.Ctx); err != nil {
+			// The caller has gone: a consuming read would lose its delta.
+			m.Reply <- ReadResult{Err: err}
+			return
+		}
+		var text string
+		if a.cfg.Hooks.ReadOutput != nil {
+			var err error
+			if err = protect(func() (e error) { text, e = a.cfg.Hooks.ReadOutput(); return }); err != nil {
+				m.Reply <- ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: ErrorText(err), Cause: err}}
+				return
+			}
+			text = ValidText(text)
+		}
+		m.Reply <- ReadResult{Text: text, Snapshot: a.snapshot()}
+	case *Kill:
+		if a.handedOff {
+			c.Send(a.cfg.Registry, m)
+			return
+		}
+		if err := ctxErr(m.Ctx); err != nil {
+			m.Reply <- KillResult{Err: err} // the caller has gone: no Cancel, nothing changes
+			return
+		}
+		a.startCancel(c, m.Reason, m)
+	case *Teardown:
+		if a.handedOff {
+			return
+		}
+		a.startCancel(c, m.Reason, m)
+	}
+}
+
+// startCancel runs the producer's Cancel on a goroutine troupe owns (recovering a
+// panic) and holds the hooked messages until its result comes back as cancelDone.
+// A Cancel that blocks holds up nobody but this job: the job's waits, the registry,
+// every other job and the caller's ctx go on.
+func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
+	a.cancel = &cancelling{req: req}
+	cancel := a.cfg.Hooks.Cancel
+	if cancel == nil {
+		a.cancelReturned(c, nil)
+		return
+	}
+	root, self := c.ActorSystem().Root, c.Self()
+	go func() {
+		err := protect(func() error { return cancel(reason) })
+		fault.Yield("job.cancel.after-hook") // a producer may settle inside Cancel
+		root.Send(self, &cancelDone{err: err})
+	}()
+}
+
+// cancelReturned applies a Cancel's result to the request that made it (SPEC §2.7
+// for a kill, §2.11's cancel-for-teardown for a teardown), then handles what was
+// held meanwhile, in arrival order, until the next Cancel starts.
+func (a *jobActor) cancelReturned(c actor.Context, err error) {
+	cn := a.cancel
+	if cn == nil {
+		return
+	}
+	a.cancel = nil
+	switch m := cn.req.(type) {
+	case *Kill:
+		switch {
+		case a.handedOff:
+			c.Send(a.cfg.Registry, m) // forced failed meanwhile: already-finished
+		case err != nil:
+			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
+		default:
+			a.core.KillLanded(!m.NoClaim, m.Reason)
+			a.armSettleTimer(c)
+			c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m})
+		}
+	case *Teardown:
+		switch {
+		case a.handedOff:
+		case err != nil:
+			// The teardown's claim (SPEC §2.11 step 1) is recorded once Cancel has
+			// returned: nothing observes the job meanwhile except the waits a forced
+			// settlement ends, and those end as their own timeout or abort would.
+			a.cfg.Logger.Warn(fmt.Sprintf("jobs: cancel of %s threw during teardown; job record forced failed and work may be orphaned: %s", a.cfg.ID, err.Error()))
+			a.watch.Remove()
+			a.settle(c, Outcome{Status: Failed, Detail: "cancel threw during teardown; work may be orphaned: Error: " + err.Error()}, true)
+		default:
+			a.core.TeardownBegin()
+			a.core.TeardownCancelled()
+			a.armSettleTimer(c)
+			c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
+		}
+	}
+	a.drainDeferred(c, cn.deferred)
+}
+
+// drainDeferred handles held messages until one starts a Cancel, which holds the rest.
+func (a *jobActor) drainDeferred(c actor.Context, held []any) {
+	for i, m := range held {
+		if a.cancel != nil && !a.handedOff {
+			a.cancel.deferred = append(a.cancel.deferred, held[i:]...)
+			return
+		}
+		a.hooked(c, m)
+	}
+}
+
+// armSettleTimer starts the SettleTimeout clock the first time the job is stopping.
+// Its firing is a message to this actor (settleTimedOut).
+func (a *jobActor) armSettleTimer(c actor.Context) {
+	d := a.cfg.SettleTimeout
+	if d <= 0 || a.stopTimer != nil || !a.core.Live() {
+		return
+	}
+	after := a.cfg.AfterFunc
+	if after == nil {
+		after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	root, self := c.ActorSystem().Root, c.Self()
+	a.stopTimer = after(d, func() { root.Send(self, &settleTimedOut{}) })
+}
+
+// forceFail settles the job failed now (SettleTimeout, or Shutdown's deadline): its
+// Done is no longer watched, an in-flight Cancel's request is answered as for a
+// settled job, and everything held is handed on.
+func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
+	if a.handedOff || !a.core.Live() {
+		return
+	}
+	if m.Warn != "" {
+		a.cfg.Logger.Warn(m.Warn)
+	}
+	a.watch.Remove()
+	a.settle(c, Outcome{Status: Failed, Detail: m.Detail}, false)
+	a.releaseCancel(c)
+}
+
+// releaseCancel, once the job has settled, answers the request of a Cancel still in
+// flight — which may never return — as for a settled job (a kill: already-finished),
+// and hands on everything held.
+func (a *jobActor) releaseCancel(c actor.Context) {
+	cn := a.cancel
+	if cn == nil || !a.handedOff {
+		return
+	}
+	a.cancel = nil
+	if k, ok := cn.req.(*Kill); ok {
+		c.Send(a.cfg.Registry, k)
+	}
+	a.drainDeferred(c, cn.deferred)
+}
+
+// ctxErr is the coded error of a request whose caller's ctx has ended (nil ctx: never).
+func ctxErr(ctx context.Context) error {
+	if ctx == nil || ctx.Err() == nil {
 		return nil
 	}
-	defer fault.Yield("job.cancel.after-hook") // a producer may settle inside Cancel
-	return protect(func() error { return a.cfg.Hooks.Cancel(reason) })
+	return Aborted(ctx)
+}
+
+// Aborted is the error of a client call whose ctx ended before its answer: code
+// job/aborted, matching ctx's error (context.Canceled or DeadlineExceeded) and its
+// cause with errors.Is.
+func Aborted(ctx context.Context) error {
+	cause := ctx.Err()
+	if c := context.Cause(ctx); c != nil && c != cause {
+		cause = errors.Join(cause, c)
+	}
+	return &messages.Error{Code: messages.CodeAborted, Message: "call aborted: " + ctx.Err().Error(), Cause: cause}
 }
 
 // protect runs f, turning a panic into an error whose message is fmt.Sprint of the

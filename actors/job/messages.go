@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/troupe-rt/troupe/messages"
@@ -15,6 +16,7 @@ import (
 // Read asks for the output since the last read (stream kinds) and a snapshot.
 type Read struct {
 	ID, Caller string
+	Ctx        context.Context // the caller's; once done, no read happens (nil: never done)
 	Reply      chan<- ReadResult
 }
 
@@ -30,6 +32,7 @@ type Kill struct {
 	ID, Caller string
 	Reason     string
 	NoClaim    bool
+	Ctx        context.Context // the caller's; once done before Cancel starts, nothing changes (nil: never done)
 	Reply      chan<- KillResult
 }
 
@@ -95,6 +98,19 @@ const (
 // WaitAborted is the error of a wait ended by its caller's context.
 func WaitAborted() error {
 	return &messages.Error{Code: messages.CodeWaitAborted, Message: TextWaitAborted}
+}
+
+// WaitAbortedBy is WaitAborted carrying ctx's error and cause, so errors.Is matches
+// context.Canceled or context.DeadlineExceeded as well as ErrWaitAborted.
+func WaitAbortedBy(ctx context.Context) error {
+	err := WaitAborted().(*messages.Error)
+	if ctx != nil && ctx.Err() != nil {
+		err.Cause = ctx.Err()
+		if c := context.Cause(ctx); c != nil && c != err.Cause {
+			err.Cause = errors.Join(err.Cause, c)
+		}
+	}
+	return err
 }
 
 // CountWaiters asks how many waits are pending (test inspection, SPEC §1.3 rule 11).

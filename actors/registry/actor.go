@@ -99,7 +99,21 @@ type (
 		id, caller string
 		reply      chan<- getRes
 	}
+	// closeAdmission refuses every later Start (Shutdown's first step).
+	closeAdmission struct{}
+	// forceAllReq force-fails every live job and answers, once each has committed,
+	// with their ids in registration order.
+	forceAllReq struct {
+		fail  job.ForceFail
+		reply chan<- []string
+	}
 )
+
+type forcing struct {
+	pending map[string]bool
+	ids     []string
+	reply   chan<- []string
+}
 
 const (
 	regController regKind = iota
@@ -132,6 +146,11 @@ type Config struct {
 	// Inspector receives the lifecycle events of the registry and its jobs (see
 	// lifecycle.go); nil sends none.
 	Inspector *actor.PID
+	// SettleTimeout, when positive, force-fails a job that stays stopping longer than
+	// this after a kill or teardown cancel landed (job.TextSettleTimeout). Zero: never.
+	SettleTimeout time.Duration
+	// AfterFunc arms the SettleTimeout timers (nil: time.AfterFunc); tests inject one.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // registryActor owns admission, ids, routing and listing, the observer layers and
@@ -158,6 +177,8 @@ type registryActor struct {
 	closed    bool // listeners closed: no onJobDone from now on
 	disposing *disposal
 	disposed  bool
+	refusing  bool       // Shutdown has begun: Start is refused
+	forcings  []*forcing // forceAll requests awaiting their jobs' commits
 
 	life lifecycle // what the supervision tree is told (lifecycle.go)
 }
@@ -270,6 +291,10 @@ func (r *registryActor) Receive(c actor.Context) {
 		r.removeOwner(m.key)
 	case *disposeReq:
 		r.dispose(c, m.reply)
+	case *closeAdmission:
+		r.refusing = true
+	case *forceAllReq:
+		r.forceAll(c, m)
 	case *finishDispose:
 		r.finishDispose()
 	case *actor.Terminated:
@@ -369,6 +394,9 @@ func (r *registryActor) startReq(c actor.Context, m *startReq) {
 func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	if r.disposing != nil || r.disposed {
 		return "", errDisposed()
+	}
+	if r.refusing {
+		return "", &messages.Error{Code: messages.CodeStopped, Message: TextShuttingDown}
 	}
 	var chain []scope.ID
 	if spec.Owner != nil {
@@ -485,7 +513,8 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		rec.out.Bind(id, r.cfg.Logger)
 	}
 	if r.shared == nil {
-		r.shared = &job.Shared{Registry: c.Self(), Watcher: r.cfg.Watcher, Logger: r.cfg.Logger, Now: r.cfg.Now}
+		r.shared = &job.Shared{Registry: c.Self(), Watcher: r.cfg.Watcher, Logger: r.cfg.Logger, Now: r.cfg.Now,
+			SettleTimeout: r.cfg.SettleTimeout, AfterFunc: r.cfg.AfterFunc}
 	}
 	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id)
 	if err != nil {
@@ -667,6 +696,45 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 			c.Send(c.Self(), &finishDispose{})
 		}
 	}
+	r.forced(rec.ID)
+}
+
+// forceAll sends every live job a ForceFail (Shutdown's deadline) and answers once
+// all of them have committed their settlement, with their ids.
+func (r *registryActor) forceAll(c actor.Context, m *forceAllReq) {
+	f := &forcing{pending: map[string]bool{}, reply: m.reply}
+	for _, rec := range r.idx.all() {
+		if rec.live() {
+			f.pending[rec.ID] = true
+			f.ids = append(f.ids, rec.ID)
+			fail := m.fail
+			fail.Warn = fmt.Sprintf(m.fail.Warn, rec.ID)
+			c.Send(rec.pid, &fail)
+		}
+	}
+	if len(f.pending) == 0 {
+		m.reply <- f.ids
+		return
+	}
+	r.forcings = append(r.forcings, f)
+}
+
+// forced records id's commit for the pending forceAll requests.
+func (r *registryActor) forced(id string) {
+	if len(r.forcings) == 0 {
+		return
+	}
+	kept := r.forcings[:0]
+	for _, f := range r.forcings {
+		delete(f.pending, id)
+		if len(f.pending) == 0 {
+			f.reply <- f.ids
+			continue
+		}
+		kept = append(kept, f)
+	}
+	clear(r.forcings[len(kept):])
+	r.forcings = kept
 }
 
 func ownerOf(o *ownerEntry) Owner {
@@ -931,6 +999,8 @@ const ReasonRegistryFailed = "job registry failed"
 const (
 	TextNoController    = "background jobs unavailable: no job controller serves this agent (attach a controller in the agent's scope: mount troupe's job tools there, or call Jobs.AttachController)"
 	TextNoAgentRegistry = "background job ownership requires the agent registry (mount it with Jobs.MountAgents)"
+	// TextShuttingDown refuses a Start made after Shutdown began.
+	TextShuttingDown = "troupe system is shutting down: no new jobs are admitted"
 	// OwnerCleanupLabel is the label of the owner-disposal effect in an owner's scope.
 	OwnerCleanupLabel = "jobs.ownerCleanup()"
 )

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,17 +19,17 @@ func TestStoppedAgentWithoutJobsLeavesTheRegistry(t *testing.T) {
 	first := troupetest.Agent(t, sys, "s")
 	second := troupetest.Agent(t, sys, "s") // replaces first
 	other := troupetest.Agent(t, sys, "t")
-	require.True(t, sys.Jobs().RegisteredAgent("s").Equal(second.PID()))
+	require.True(t, sys.Jobs().RegisteredAgent(context.Background(), "s").Equal(second.PID()))
 
 	require.NoError(t, root.StopFuture(first.PID()).Wait()) // its Stopped is queued at the registry
-	require.True(t, sys.Jobs().RegisteredAgent("s").Equal(second.PID()), "the replacement stays")
+	require.True(t, sys.Jobs().RegisteredAgent(context.Background(), "s").Equal(second.PID()), "the replacement stays")
 
 	require.NoError(t, root.StopFuture(second.PID()).Wait())
-	require.Nil(t, sys.Jobs().RegisteredAgent("s"))
-	require.True(t, sys.Jobs().RegisteredAgent("t").Equal(other.PID()))
+	require.Nil(t, sys.Jobs().RegisteredAgent(context.Background(), "s"))
+	require.True(t, sys.Jobs().RegisteredAgent(context.Background(), "t").Equal(other.PID()))
 
 	again := troupetest.Agent(t, sys, "s") // the session registers afresh
-	require.True(t, sys.Jobs().RegisteredAgent("s").Equal(again.PID()))
+	require.True(t, sys.Jobs().RegisteredAgent(context.Background(), "s").Equal(again.PID()))
 	require.NoError(t, root.StopFuture(again.PID()).Wait())
-	require.Nil(t, sys.Jobs().RegisteredAgent("s"))
+	require.Nil(t, sys.Jobs().RegisteredAgent(context.Background(), "s"))
 }

@@ -16,9 +16,14 @@ import (
 
 // Client is the handle to the job registry actor: every method is a message to it
 // (or, routed by it, to a job actor) and waits for the one reply. It is safe for
-// concurrent use. Methods that wait for a reply must not be called from an
-// observer (JobDoneFunc, JobsChangedFunc), which runs on the registry itself; use
-// ListAsync there.
+// concurrent use. Every method that waits takes ctx first: when ctx ends before
+// the reply, it returns a job/aborted error (messages.ErrAborted) that also
+// matches ctx's error (context.Canceled or context.DeadlineExceeded) and its cause
+// with errors.Is; Wait keeps SPEC's job/wait-aborted (§1.3 rule 10). A request
+// already sent may still take effect after an abort unless its method says
+// otherwise. Methods that wait for a reply must not be called from an observer
+// (JobDoneFunc, JobsChangedFunc), which runs on the registry itself; use ListAsync
+// there.
 type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
@@ -56,22 +61,26 @@ func stoppedErr() error {
 	return &messages.Error{Code: messages.CodeStopped, Message: "troupe system is shut down"}
 }
 
-func await[T any](c *Client, ch <-chan T) (T, error) {
+func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 	select {
 	case v := <-ch:
 		return v, nil
 	case <-c.stopped:
 		var zero T
 		return zero, stoppedErr()
+	case <-ctx.Done():
+		var zero T
+		return zero, job.Aborted(ctx)
 	}
 }
 
 // Start runs SPEC §2.2: preflight, the producer's Run, then registration. It returns
-// the new id (`<kind>-N`) or a coded error; on error nothing is registered.
-func (c *Client) Start(spec job.Spec) (string, error) {
+// the new id (`<kind>-N`) or a coded error; on error nothing is registered. A Start
+// aborted by ctx after it was sent may still register its job (it is listed).
+func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 	reply := make(chan startRes, 1)
 	c.root.Send(c.pid, &startReq{spec: spec, reply: reply})
-	res, err := await(c, reply)
+	res, err := await(ctx, c, reply)
 	if err != nil {
 		return "", err
 	}
@@ -80,10 +89,10 @@ func (c *Client) Start(spec job.Spec) (string, error) {
 
 // Get returns a non-consuming snapshot of a job visible to caller (a session id; ""
 // for a caller with no agent). It never touches the read cursor or the claim.
-func (c *Client) Get(id, caller string) (*messages.JobSnapshot, error) {
+func (c *Client) Get(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
 	reply := make(chan getRes, 1)
 	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply})
-	res, err := await(c, reply)
+	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +111,16 @@ func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages
 	case <-c.stopped:
 		return nil, stoppedErr()
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, job.Aborted(ctx)
 	}
 }
 
 // Record returns a job's output record (nil if the job declared none) and a
 // snapshot, under read's fence. It touches neither the read cursor nor the claim.
-func (c *Client) Record(id, caller string) (*job.Record, *messages.JobSnapshot, error) {
+func (c *Client) Record(ctx context.Context, id, caller string) (*job.Record, *messages.JobSnapshot, error) {
 	reply := make(chan recordRes, 1)
 	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply})
-	res, err := await(c, reply)
+	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,8 +129,8 @@ func (c *Client) Record(id, caller string) (*job.Record, *messages.JobSnapshot, 
 
 // List returns the jobs visible to caller in registration order: its session's own
 // and every unowned job.
-func (c *Client) List(caller string) ([]*messages.JobSnapshot, error) {
-	res, err := await(c, c.ListAsync(caller))
+func (c *Client) List(ctx context.Context, caller string) ([]*messages.JobSnapshot, error) {
+	res, err := await(ctx, c, c.ListAsync(caller))
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +149,12 @@ func (c *Client) ListAsync(caller string) <-chan ListResult {
 // Read returns the job's new output and a snapshot taken after the read (SPEC §2.6):
 // the consuming delta for a stream kind; for a final-output kind "" while live and
 // the final output, idempotently, after settlement. A read of a settled job claims
-// its completion report.
-func (c *Client) Read(id, caller string) (string, *messages.JobSnapshot, error) {
+// its completion report. A read whose ctx ended before the job actor took it up
+// reads nothing (a stream's delta stays for the next read).
+func (c *Client) Read(ctx context.Context, id, caller string) (string, *messages.JobSnapshot, error) {
 	reply := make(chan job.ReadResult, 1)
-	c.root.Send(c.pid, &job.Read{ID: id, Caller: caller, Reply: reply})
-	res, err := await(c, reply)
+	c.root.Send(c.pid, &job.Read{ID: id, Caller: caller, Ctx: ctx, Reply: reply})
+	res, err := await(ctx, c, reply)
 	if err != nil {
 		return "", nil, err
 	}
@@ -160,11 +170,15 @@ type KillOptions struct {
 
 // Kill asks a job's producer to stop: the producer's Cancel runs first, and if it
 // fails nothing changes and its error is returned. It returns requested (the job is
-// stopping) or already-finished, with a snapshot taken in the same step.
-func (c *Client) Kill(id, caller string, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
+// stopping) or already-finished, with a snapshot taken in the same step. The
+// producer's Cancel runs on its own goroutine: one that blocks holds up only its
+// job, and Kill returns at ctx's end (job/aborted). A kill whose ctx ended before
+// its Cancel started changes nothing; one whose Cancel was already running lands
+// when (if) that Cancel returns.
+func (c *Client) Kill(ctx context.Context, id, caller string, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
 	reply := make(chan job.KillResult, 1)
-	c.root.Send(c.pid, &job.Kill{ID: id, Caller: caller, Reason: opts.Reason, NoClaim: opts.NoClaim, Reply: reply})
-	res, err := await(c, reply)
+	c.root.Send(c.pid, &job.Kill{ID: id, Caller: caller, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: reply})
+	res, err := await(ctx, c, reply)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -189,7 +203,9 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 	case <-wctx.Done():
 		c.root.Send(c.pid, &job.WaitEnd{ID: id, Token: token})
 	}
-	res, err := await(c, reply)
+	// The job actor answers a WaitEnd in its next message (it never waits on a
+	// producer hook), so this wait is short; ctx has ended, so it is not bounded by it.
+	res, err := await(context.Background(), c, reply)
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +213,10 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 }
 
 // Waiters returns how many waits are pending on a job (test inspection).
-func (c *Client) Waiters(id string) (int, error) {
+func (c *Client) Waiters(ctx context.Context, id string) (int, error) {
 	reply := make(chan int, 1)
 	c.root.Send(c.pid, &job.CountWaiters{ID: id, Reply: reply})
-	return await(c, reply)
+	return await(ctx, c, reply)
 }
 
 // Dispose is service disposal (SPEC §2.11): no onJobDone from now on, every live job
@@ -215,8 +231,22 @@ func (c *Client) Dispose(ctx context.Context) error {
 	case <-c.stopped:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
+}
+
+// CloseAdmission makes every Start sent after it fail with troupe/stopped
+// (Shutdown's first step). It does not wait.
+func (c *Client) CloseAdmission() { c.root.Send(c.pid, &closeAdmission{}) }
+
+// ForceFailLive settles every job still live failed with detail (work may be
+// orphaned; warn, a format with one %s for the job id, is logged per job), frees
+// their slots, and returns their ids in registration order once each has
+// committed. It is Shutdown's last resort at its deadline: ctx bounds the wait.
+func (c *Client) ForceFailLive(ctx context.Context, detail, warn string) ([]string, error) {
+	reply := make(chan []string, 1)
+	c.root.Send(c.pid, &forceAllReq{fail: job.ForceFail{Detail: detail, Warn: warn}, reply: reply})
+	return await(ctx, c, reply)
 }
 
 func (c *Client) teardownOwner(ctx context.Context, key string) error {
@@ -226,7 +256,7 @@ func (c *Client) teardownOwner(ctx context.Context, key string) error {
 	case <-reply:
 	case <-c.stopped:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
 	return nil
 }
@@ -234,33 +264,38 @@ func (c *Client) teardownOwner(ctx context.Context, key string) error {
 // AttachController attaches a job controller in sc (SPEC §2.10): starts are served
 // for owners composed under sc (for every owner when sc is the global scope). The
 // returned effect detaches it (Run; idempotent); disposing sc detaches it too.
-func (c *Client) AttachController(sc *scope.Scope, name string) (*scope.Effect, error) {
-	return c.register(sc, "jobs.controller("+name+")", &attachReq{kind: regController})
+func (c *Client) AttachController(ctx context.Context, sc *scope.Scope, name string) (*scope.Effect, error) {
+	return c.register(ctx, sc, "jobs.controller("+name+")", &attachReq{kind: regController})
 }
 
 // OnJobDone registers a completion observer in sc's layer.
-func (c *Client) OnJobDone(sc *scope.Scope, fn JobDoneFunc) (*scope.Effect, error) {
-	return c.register(sc, "jobs.onJobDone()", &attachReq{kind: regJobDone, done: fn})
+func (c *Client) OnJobDone(ctx context.Context, sc *scope.Scope, fn JobDoneFunc) (*scope.Effect, error) {
+	return c.register(ctx, sc, "jobs.onJobDone()", &attachReq{kind: regJobDone, done: fn})
 }
 
 // OnJobsChanged registers a change observer in sc's layer.
-func (c *Client) OnJobsChanged(sc *scope.Scope, fn JobsChangedFunc) (*scope.Effect, error) {
-	return c.register(sc, "jobs.onJobsChanged()", &attachReq{kind: regJobsChanged, changed: fn})
+func (c *Client) OnJobsChanged(ctx context.Context, sc *scope.Scope, fn JobsChangedFunc) (*scope.Effect, error) {
+	return c.register(ctx, sc, "jobs.onJobsChanged()", &attachReq{kind: regJobsChanged, changed: fn})
 }
 
 // MountAgents mounts the agent registry (session id → registered instance) for as
 // long as the returned effect and sc live. Without it, owned starts fail.
-func (c *Client) MountAgents(sc *scope.Scope) (*scope.Effect, error) {
-	return c.register(sc, "agents.mount()", &attachReq{kind: regAgents})
+func (c *Client) MountAgents(ctx context.Context, sc *scope.Scope) (*scope.Effect, error) {
+	return c.register(ctx, sc, "agents.mount()", &attachReq{kind: regAgents})
 }
 
-func (c *Client) register(sc *scope.Scope, label string, req *attachReq) (*scope.Effect, error) {
+// register attaches req and adds its detaching effect to sc. An attach aborted by
+// ctx is detached again (the detach is queued behind it), so none is left behind.
+func (c *Client) register(ctx context.Context, sc *scope.Scope, label string, req *attachReq) (*scope.Effect, error) {
 	req.token = c.tokens.Add(1)
 	req.scope = sc
 	reply := make(chan error, 1)
 	req.reply = reply
 	c.root.Send(c.pid, req)
-	if err, werr := await(c, reply); werr != nil || err != nil {
+	if err, werr := await(ctx, c, reply); werr != nil || err != nil {
+		if werr != nil {
+			c.root.Send(c.pid, &detachReq{token: req.token, reply: make(chan struct{}, 1)})
+		}
 		return nil, firstErr(werr, err)
 	}
 	eff, err := sc.Add(label, func(ctx context.Context) error { return c.detach(ctx, req.token) })
@@ -278,49 +313,55 @@ func (c *Client) detach(ctx context.Context, token uint64) error {
 	case <-reply:
 	case <-c.stopped:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return job.Aborted(ctx)
 	}
 	return nil
 }
 
 // RegisterAgent makes a the registered instance of its session (replacing any
-// earlier one). Disposing a's scope unregisters it.
-func (c *Client) RegisterAgent(a *owner.Agent) error {
+// earlier one). Disposing a's scope unregisters it. A registration aborted by ctx
+// is undone (the unregister is queued behind it).
+func (c *Client) RegisterAgent(ctx context.Context, a *owner.Agent) error {
 	reply := make(chan error, 1)
 	c.root.Send(c.pid, &agentReq{agent: a, reply: reply})
-	if err, werr := await(c, reply); werr != nil || err != nil {
+	if err, werr := await(ctx, c, reply); werr != nil || err != nil {
+		if werr != nil {
+			c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: make(chan error, 1)})
+		}
 		return firstErr(werr, err)
 	}
-	_, err := a.Scope().Add("agents.unregister()", func(context.Context) error { return c.UnregisterAgent(a) })
+	_, err := a.Scope().Add("agents.unregister()", func(ctx context.Context) error { return c.UnregisterAgent(ctx, a) })
 	if err != nil {
-		_ = c.UnregisterAgent(a)
+		c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: make(chan error, 1)})
 		return err
 	}
 	return nil
 }
 
 // RegisteredAgent returns the PID of the instance registered for session, or nil
-// (also when no agent registry is mounted).
-func (c *Client) RegisteredAgent(session string) *actor.PID {
+// (also when no agent registry is mounted, and when ctx ends or the system stops
+// before the answer: a lookup has no error of its own).
+func (c *Client) RegisteredAgent(ctx context.Context, session string) *actor.PID {
 	reply := make(chan *actor.PID, 1)
 	c.root.Send(c.pid, &lookupAgentReq{session: session, reply: reply})
-	pid, _ := await(c, reply)
+	pid, _ := await(ctx, c, reply)
 	return pid
 }
 
-// AgentsMounted reports whether an agent registry is mounted.
-func (c *Client) AgentsMounted() bool {
+// AgentsMounted reports whether an agent registry is mounted (false when ctx ends
+// or the system stops before the answer).
+func (c *Client) AgentsMounted(ctx context.Context) bool {
 	reply := make(chan bool, 1)
 	c.root.Send(c.pid, &agentsMountedReq{reply: reply})
-	ok, _ := await(c, reply)
+	ok, _ := await(ctx, c, reply)
 	return ok
 }
 
 // UnregisterAgent removes a from the agent registry if it is the registered instance.
-func (c *Client) UnregisterAgent(a *owner.Agent) error {
+func (c *Client) UnregisterAgent(ctx context.Context, a *owner.Agent) error {
 	reply := make(chan error, 1)
 	c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: reply})
-	if err, werr := await(c, reply); werr != nil || err != nil {
+	if err, werr := await(ctx, c, reply); werr != nil || err != nil {
 		return firstErr(werr, err)
 	}
 	return nil

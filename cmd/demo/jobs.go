@@ -29,10 +29,10 @@ func scenarioJobs(st *stage) error {
 	}
 	defer st.shutdown(sys)
 	jobs := sys.Jobs()
-	if _, err := jobs.AttachController(sys.Scope(), "demo"); err != nil {
+	if _, err := jobs.AttachController(context.Background(), sys.Scope(), "demo"); err != nil {
 		return err
 	}
-	if _, err := jobs.MountAgents(sys.Scope()); err != nil {
+	if _, err := jobs.MountAgents(context.Background(), sys.Scope()); err != nil {
 		return err
 	}
 	alice, err := spawnAgent(st, sys, "alice", nil)
@@ -47,13 +47,13 @@ func scenarioJobs(st *stage) error {
 	// alice: a real shell job whose output streams in as it runs.
 	ticker := process.Shell(`i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.02; done`, process.Config{})
 	ticker.Owner = alice
-	stream, err := jobs.Start(ticker)
+	stream, err := jobs.Start(context.Background(), ticker)
 	if err != nil {
 		return err
 	}
 	st.started("alice", stream, ticker.Label)
 	// bob: a job that settles with its final output.
-	sum, err := jobs.Start(job.Spec{Kind: "sum", Label: "sum 1..1e6", Owner: bob, Run: sumJob})
+	sum, err := jobs.Start(context.Background(), job.Spec{Kind: "sum", Label: "sum 1..1e6", Owner: bob, Run: sumJob})
 	if err != nil {
 		return err
 	}
@@ -72,13 +72,13 @@ func scenarioJobs(st *stage) error {
 	if err != nil {
 		return err
 	}
-	out, _, err := jobs.Read(sum, "bob")
+	out, _, err := jobs.Read(ctx, sum, "bob")
 	if err != nil {
 		return err
 	}
 	st.emit(Event{Kind: KindJobOutput, Who: "bob", Job: sum, Status: snap.Status.Name(), Text: out})
 
-	_, _, err = jobs.Read(stream, "bob")
+	_, _, err = jobs.Read(ctx, stream, "bob")
 	st.emit(Event{Kind: KindRefused, Who: "bob", Job: stream, Code: string(messages.CodeOf(err)), Text: fmt.Sprint(err)})
 	if err := st.check("an agent cannot read another session's job", messages.CodeOf(err) == messages.CodeForeign,
 		"bob's read of %s answered %v", stream, err); err != nil {
@@ -87,7 +87,7 @@ func scenarioJobs(st *stage) error {
 
 	build := process.Shell("echo compiling; sleep 30; echo done", process.Config{})
 	build.Owner = alice
-	slow, err := jobs.Start(build)
+	slow, err := jobs.Start(ctx, build)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func scenarioJobs(st *stage) error {
 		return err
 	}
 	st.cause(slow, causeKill)
-	res, ks, err := jobs.Kill(slow, "alice", registry.KillOptions{Reason: "no longer needed"})
+	res, ks, err := jobs.Kill(ctx, slow, "alice", registry.KillOptions{Reason: "no longer needed"})
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func scenarioJobs(st *stage) error {
 		return err
 	}
 	st.emit(Event{Kind: KindAgent, Who: "alice", Status: "disposed"})
-	left, err := jobs.List("alice")
+	left, err := jobs.List(ctx, "alice")
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func scenarioJobs(st *stage) error {
 		"alice still lists %d jobs", len(left)); err != nil {
 		return err
 	}
-	kept, err := jobs.List("bob")
+	kept, err := jobs.List(ctx, "bob")
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func readWhileRunning(st *stage, jobs *registry.Client, id string, want int) (in
 		if _, err := jobs.Wait(context.Background(), id, 3*tick, "alice"); err != nil { // paces the reads
 			return reads, err
 		}
-		text, snap, err := jobs.Read(id, "alice")
+		text, snap, err := jobs.Read(context.Background(), id, "alice")
 		if err != nil {
 			return reads, err
 		}
@@ -167,7 +167,7 @@ func answerPrompt(st *stage, jobs *registry.Client, alice *owner.Agent) error {
 	ctx := context.Background()
 	prompt, term := process.PTY(`printf 'delete build cache? [y/N] '; read a; echo "you said: $a"`, process.Config{})
 	prompt.Owner = alice
-	ask, err := jobs.Start(prompt)
+	ask, err := jobs.Start(ctx, prompt)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func answerPrompt(st *stage, jobs *registry.Client, alice *owner.Agent) error {
 		if snap.Status != messages.JobStatus_JOB_STATUS_RUNNING {
 			return fmt.Errorf("%s settled %s before it asked: %q", ask, snap.Status.Name(), screen.String())
 		}
-		text, _, err := jobs.Read(ask, "alice")
+		text, _, err := jobs.Read(ctx, ask, "alice")
 		if err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func answerPrompt(st *stage, jobs *registry.Client, alice *owner.Agent) error {
 	if err != nil {
 		return err
 	}
-	answer, _, err := jobs.Read(ask, "alice")
+	answer, _, err := jobs.Read(ctx, ask, "alice")
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func spawnAgent(st *stage, sys *troupe.System, session string, surface owner.Sur
 	if err != nil {
 		return nil, err
 	}
-	if err := sys.Jobs().RegisterAgent(a); err != nil {
+	if err := sys.Jobs().RegisterAgent(context.Background(), a); err != nil {
 		return nil, err
 	}
 	st.emit(Event{Kind: KindAgent, Who: session, Status: "spawned"})

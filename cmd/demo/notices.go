@@ -114,7 +114,7 @@ func scenarioNotices(st *stage) error {
 	}
 	st.emit(Event{Kind: KindMount, Text: "tool-jobs", Budget: wakeBudget,
 		Detail: fmt.Sprintf("completionDelivery wakeup, maxConsecutiveWakes %d", wakeBudget)})
-	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err := sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		return err
 	}
 	ctl, err := sys.StartController(controller.Config{})
@@ -131,7 +131,7 @@ func scenarioNotices(st *stage) error {
 	// Three jobs finish while alice idles: two wake her, the third waits in her inbox.
 	for i, want := range []string{"followup", "followup", "inject"} {
 		spec, done := quick(fmt.Sprintf("step %d", i+1), alice)
-		id, err := sys.Jobs().Start(spec)
+		id, err := sys.Jobs().Start(context.Background(), spec)
 		if err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func scenarioNotices(st *stage) error {
 
 	// A human kills alice's job from a UI: the model is told, reason included.
 	spec, _ := quick("pnpm test", alice)
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(context.Background(), spec)
 	if err != nil {
 		return err
 	}
@@ -172,14 +172,14 @@ func scenarioNotices(st *stage) error {
 
 	// The model kills its own job with job_kill: it already knows, so no notice.
 	spec, _ = quick("pnpm build", alice)
-	id, err = sys.Jobs().Start(spec)
+	id, err = sys.Jobs().Start(context.Background(), spec)
 	if err != nil {
 		return err
 	}
 	st.started("alice", id, spec.Label)
 	st.cause(id, causeModelKill)
 	args, _ := json.Marshal(map[string]string{"job_id": id, "reason": "superseded"})
-	res := mount.Pipeline().Run(context.Background(), mount.Kill(), tools.Call{ID: "k1", Name: jobtools.NameKill, Args: args, Session: "alice"})
+	res := mount.Pipeline().Run(context.Background(), mount.Kill(), tools.Call{ID: "k1", Name: jobtools.NameKill, Args: args, Caller: tools.AsSession("alice")})
 	text, _ = res.SingleText()
 	st.emit(Event{Kind: KindTool, Who: "alice", Status: jobtools.NameKill, Job: id, Detail: id, Text: text})
 	snap, err := sys.Jobs().AwaitSettled(context.Background(), id, "alice")

@@ -135,7 +135,7 @@ func (st *stage) newSystem() (*troupe.System, error) {
 		return nil, err
 	}
 	st.trees[sys] = lc
-	if _, err := sys.Jobs().OnJobDone(sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
+	if _, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), func(s *messages.JobSnapshot, o registry.Owner) {
 		st.emit(Event{Kind: KindJobSettle, System: gen, Who: o.Session, Job: s.Id, Status: s.Status.Name(),
 			Detail: s.GetDetail(), Cause: st.causeOf(gen, s.Id), Reported: ptr(s.Reported)})
 	}); err != nil {

@@ -75,7 +75,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	}
 	st.emit(Event{Kind: KindMount, Text: "tool-jobs", Budget: resolved.MaxConsecutiveWakes,
 		Detail: fmt.Sprintf("completionDelivery %s, maxConsecutiveWakes %d", resolved.CompletionDelivery, resolved.MaxConsecutiveWakes)})
-	if _, err = sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err = sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		return fail(err)
 	}
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), st.logger())
@@ -120,7 +120,7 @@ func (s *subagentSystem) close() {
 func (s *subagentSystem) run(tool tools.Tool, args any) (string, bool) {
 	raw, _ := json.Marshal(args)
 	res := s.jobs.Pipeline().Run(context.Background(), tool,
-		tools.Call{ID: "demo", Name: tool.Name, Args: raw, Session: s.lead.Session(), Agent: s.lead})
+		tools.Call{ID: "demo", Name: tool.Name, Args: raw, Caller: tools.AsAgent(s.lead)})
 	text, _ := res.SingleText()
 	return text, res.IsError
 }
@@ -196,7 +196,7 @@ func scenarioSubagents(st *stage) error {
 	s.send(child, "also note: budget approved")
 	st.emit(Event{Kind: KindInterrupt, Who: "lead", Child: child}) // before the call: the turn may end before it returns
 	s.call(s.agent.Interrupt(), child, "", map[string]any{"agent_id": child})
-	status, _ := s.mgr.Status(child) // the interrupt was handled before Interrupt returned
+	status, _ := s.mgr.Status(context.Background(), child) // the interrupt was handled before Interrupt returned
 	if err := st.check("after an interrupt the queued message is kept, parked until the next send",
 		status.Parked && status.Queued == 1, "status after the interrupt: parked %v, %d queued", status.Parked, status.Queued); err != nil {
 		return err

@@ -27,10 +27,10 @@ func BenchmarkShellThroughput(b *testing.B) {
 	b.SetBytes(throughputBytes)
 	var delivered, total int64
 	for b.Loop() {
-		id, err := sys.Jobs().Start(Shell(produce, Config{}))
+		id, err := sys.Jobs().Start(context.Background(), Shell(produce, Config{}))
 		require.NoError(b, err)
 		for {
-			text, snap, err := sys.Jobs().Read(id, "")
+			text, snap, err := sys.Jobs().Read(context.Background(), id, "")
 			require.NoError(b, err)
 			delivered += int64(len(text))
 			if snap.Status.Terminal() {
@@ -63,10 +63,10 @@ func BenchmarkPipeBaseline(b *testing.B) {
 func BenchmarkShellStartToFirstOutput(b *testing.B) {
 	sys, _ := troupetest.Served(b)
 	for b.Loop() {
-		id, err := sys.Jobs().Start(Shell("echo hi", Config{}))
+		id, err := sys.Jobs().Start(context.Background(), Shell("echo hi", Config{}))
 		require.NoError(b, err)
 		for {
-			text, _, err := sys.Jobs().Read(id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, "")
 			require.NoError(b, err)
 			if text != "" {
 				break
@@ -91,17 +91,17 @@ func BenchmarkShellKillToSettled(b *testing.B) {
 	sys, _ := troupetest.Served(b)
 	for b.Loop() {
 		b.StopTimer()
-		id, err := sys.Jobs().Start(Shell("echo ready; exec sleep 1000", Config{}))
+		id, err := sys.Jobs().Start(context.Background(), Shell("echo ready; exec sleep 1000", Config{}))
 		require.NoError(b, err)
 		for {
-			text, _, err := sys.Jobs().Read(id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, "")
 			require.NoError(b, err)
 			if text != "" {
 				break
 			}
 		}
 		b.StartTimer()
-		_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 		require.NoError(b, err)
 		snap := troupetest.Settled(b, sys, id, "")
 		require.Equal(b, job.Killed, snap.Status)

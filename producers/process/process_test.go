@@ -97,7 +97,7 @@ func readWhile(t *testing.T, sys *troupe.System, id, failure string, done func(s
 	var all strings.Builder
 	deadline := time.Now().Add(settleBudget)
 	for time.Now().Before(deadline) {
-		text, _, err := sys.Jobs().Read(id, "")
+		text, _, err := sys.Jobs().Read(context.Background(), id, "")
 		require.NoError(t, err)
 		all.WriteString(text)
 		if done(all.String()) {
@@ -135,7 +135,7 @@ func TestShellExitCodes(t *testing.T) {
 		{"kill -SEGV $$", job.Killed, "signal: SIGSEGV"},
 	}
 	for _, c := range cases {
-		id, err := sys.Jobs().Start(Shell(c.cmd, Config{}))
+		id, err := sys.Jobs().Start(context.Background(), Shell(c.cmd, Config{}))
 		require.NoError(t, err)
 		snap := settle(t, sys, id)
 		require.Equal(t, c.status, snap.Status, c.cmd)
@@ -145,7 +145,7 @@ func TestShellExitCodes(t *testing.T) {
 
 func TestShellThatCannotStartFails(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("true", Config{Shell: "/no/such/shell"}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("true", Config{Shell: "/no/such/shell"}))
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Failed, snap.Status)
@@ -154,24 +154,24 @@ func TestShellThatCannotStartFails(t *testing.T) {
 
 func TestShellBadConfigIsRefused(t *testing.T) {
 	sys := served(t)
-	_, err := sys.Jobs().Start(Shell("true", Config{Grace: -time.Second}))
+	_, err := sys.Jobs().Start(context.Background(), Shell("true", Config{Grace: -time.Second}))
 	require.ErrorIs(t, err, messages.ErrRunFailed)
 	require.ErrorIs(t, err, messages.ErrInvalidConfig)
-	list, err := sys.Jobs().List("")
+	list, err := sys.Jobs().List(context.Background(), "")
 	require.NoError(t, err)
 	require.Empty(t, list)
 }
 
 func TestShellStreamsStdoutAndStderr(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("echo out; echo warn >&2; printf tail", Config{}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("echo out; echo warn >&2; printf tail", Config{}))
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "out\ntail\n[stderr]\nwarn\n", text)
-	text, _, err = sys.Jobs().Read(id, "")
+	text, _, err = sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "", text, "the cursor consumed the output")
 }
@@ -179,10 +179,10 @@ func TestShellStreamsStdoutAndStderr(t *testing.T) {
 func TestShellOutputBeyondRetentionIsBoundedWithMarker(t *testing.T) {
 	sys := served(t)
 	const retain = 4096
-	id, err := sys.Jobs().Start(Shell("head -c 2000000 /dev/zero | tr '\\0' x; echo; echo end", Config{RetainBytes: retain}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("head -c 2000000 /dev/zero | tr '\\0' x; echo; echo end", Config{RetainBytes: retain}))
 	require.NoError(t, err)
 	settle(t, sys, id)
-	text, _, err := sys.Jobs().Read(id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(text), retain+len(output.DroppedLine)+2)
 	require.True(t, strings.HasSuffix(text, "end\n"+output.DroppedLine), "tail kept, marker last: %q", text[len(text)-80:])
@@ -190,11 +190,11 @@ func TestShellOutputBeyondRetentionIsBoundedWithMarker(t *testing.T) {
 
 func TestShellKillTakesTheWholeGroup(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("sleep 1000 & echo $!; sleep 1000 & echo $!; wait", Config{Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("sleep 1000 & echo $!; sleep 1000 & echo $!; wait", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	children := pids(t, readLines(t, sys, id, 2))
 	require.Len(t, children, 2)
-	res, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{})
+	res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	snap := settle(t, sys, id)
@@ -207,11 +207,11 @@ func TestShellKillTakesTheWholeGroup(t *testing.T) {
 
 func TestShellIgnoringSIGTERMGetsSIGKILLAfterGrace(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("trap '' TERM; echo ready; while :; do sleep 0.05; done", Config{Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("trap '' TERM; echo ready; while :; do sleep 0.05; done", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	readUntil(t, sys, id, "ready")
 	start := time.Now()
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{Reason: "no longer needed"})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "no longer needed"})
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.GreaterOrEqual(t, time.Since(start), testGrace, "SIGKILL came before the grace period")
@@ -221,13 +221,13 @@ func TestShellIgnoringSIGTERMGetsSIGKILLAfterGrace(t *testing.T) {
 
 func TestShellEscapedSetsidChildIsKilledOnCancel(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", Config{Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	escaped := pids(t, readUntil(t, sys, id, "\n"))[0]
 	info, ok := readStat(escaped)
 	require.True(t, ok)
 	require.NotEqual(t, info.pgrp, 0)
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 	require.True(t, gone(escaped), "the setsid grandchild %d survived", escaped)
@@ -235,12 +235,12 @@ func TestShellEscapedSetsidChildIsKilledOnCancel(t *testing.T) {
 
 func TestShellLeftoversAreStoppedWhenMainExits(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("setsid sleep 1000 & sleep 1000 & echo $!; exit 0", Config{Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("setsid sleep 1000 & sleep 1000 & echo $!; exit 0", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Completed, snap.Status)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	for _, pid := range pids(t, text) {
 		require.True(t, gone(pid), "background child %d outlived its job", pid)
@@ -249,7 +249,7 @@ func TestShellLeftoversAreStoppedWhenMainExits(t *testing.T) {
 
 func TestShellTimeoutSettlesKilledTimeout(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("sleep 1000", Config{Timeout: 100 * time.Millisecond, Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("sleep 1000", Config{Timeout: 100 * time.Millisecond, Grace: testGrace}))
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Killed, snap.Status)
@@ -263,7 +263,7 @@ func TestShellReaderPanicSettlesFailed(t *testing.T) {
 			panic("reader exploded")
 		}
 	}}
-	id, err := sys.Jobs().Start(Shell("echo boom; sleep 1000", cfg))
+	id, err := sys.Jobs().Start(context.Background(), Shell("echo boom; sleep 1000", cfg))
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Failed, snap.Status)
@@ -274,7 +274,7 @@ func TestPTYPromptIsAnswerable(t *testing.T) {
 	sys := served(t)
 	spec, term := PTY("printf 'overwrite? [y/N] '; read answer; echo \"answer=$answer\"", Config{Grace: testGrace})
 	require.ErrorIs(t, term.Send("y\n"), ErrTerminalClosed)
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(id, "pty-send-"))
 	readUntil(t, sys, id, "[y/N]")
@@ -283,7 +283,7 @@ func TestPTYPromptIsAnswerable(t *testing.T) {
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Completed, snap.Status)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Contains(t, text, "answer=y")
 	require.ErrorIs(t, term.Send("n\n"), ErrTerminalClosed)
@@ -292,10 +292,10 @@ func TestPTYPromptIsAnswerable(t *testing.T) {
 func TestPTYKillStopsTheSession(t *testing.T) {
 	sys := served(t)
 	spec, _ := PTY("sleep 1000 & echo $!; wait", Config{Grace: testGrace})
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
 	child := pids(t, readUntil(t, sys, id, "\n"))[0]
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Killed, snap.Status)
@@ -305,10 +305,10 @@ func TestPTYKillStopsTheSession(t *testing.T) {
 func TestShellEscapedChildIsKilledWithoutSubreaperToo(t *testing.T) {
 	sys := served(t)
 	cfg := Config{Grace: testGrace, NoSubreaper: true}
-	id, err := sys.Jobs().Start(Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", cfg))
+	id, err := sys.Jobs().Start(context.Background(), Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", cfg))
 	require.NoError(t, err)
 	escaped := pids(t, readUntil(t, sys, id, "\n"))[0]
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 	info, ok := readStat(escaped)

@@ -1,6 +1,7 @@
 package activationsuites
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -163,7 +164,7 @@ func activationStorm(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident
 				return
 			default:
 			}
-			if n := int64(w.m.Live()); n > maxLive.Load() {
+			if n := int64(w.m.Live(context.Background())); n > maxLive.Load() {
 				maxLive.Store(n)
 			}
 		}

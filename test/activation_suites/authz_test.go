@@ -1,6 +1,7 @@
 package activationsuites
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -98,7 +99,7 @@ func authzSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident b
 		}
 	} else {
 		w.runner.awaitTurns(len(nodes))
-		eventually(t, func() bool { return w.m.Live() == 0 }, func() string { return "the children did not settle" })
+		eventually(t, func() bool { return w.m.Live(context.Background()) == 0 }, func() string { return "the children did not settle" })
 	}
 	// Stale incarnations: P0 replaced by a same-session instance (kept live, or
 	// disposed); strangers: X (live, no children), and a forged instance of P1's

@@ -1,6 +1,7 @@
 package activationsuites
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -62,7 +63,9 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 	t.Logf("%d sessions × %d senders × %d messages; hold %v (%q), racing interrupt %v",
 		sessions, senders, perSender, hold, held, racing)
 
-	interrupt := func() error { return w.m.Interrupt("c0", activation.Authority{ParentSession: "P"}) }
+	interrupt := func() error {
+		return w.m.Interrupt(context.Background(), "c0", activation.Authority{ParentSession: "P"})
+	}
 	var interrupter sync.WaitGroup
 	defer interrupter.Wait()
 	racingErr := make(chan error, 1)
@@ -112,7 +115,7 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		// one, it settled).
 		eventually(t, func() bool { return ran(w, held) == 1 }, func() string { return "the held turn did not end" })
 		eventually(t, func() bool {
-			st, ok := w.m.Status("c0")
+			st, ok := w.m.Status(context.Background(), "c0")
 			return !ok || st.Residency != activation.Running
 		}, func() string { return "the interrupted child kept running" })
 		inbox := inboxTexts(w.load("c0"))
@@ -123,7 +126,7 @@ func fifoSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand) {
 		if rest := len(inbox) - h - 1; rest > 0 {
 			// Messages wait behind the interrupted turn: the Activation stays
 			// resident, idle, with them parked. (With none, it settles.)
-			st, ok := w.m.Status("c0")
+			st, ok := w.m.Status(context.Background(), "c0")
 			require.True(t, ok, "the interrupted child with parked messages is not resident")
 			require.True(t, st.Parked, "the queue is not parked")
 			require.Equal(t, activation.Waiting, st.Residency)

@@ -190,7 +190,7 @@ func (w *world) newChildAgent(id string, inbox owner.Surface) (*owner.Agent, err
 	if err != nil {
 		return nil, err
 	}
-	if err := w.sys.Jobs().RegisterAgent(a); err != nil {
+	if err := w.sys.Jobs().RegisterAgent(context.Background(), a); err != nil {
 		_ = a.Dispose(context.Background())
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (w *world) parent(session string) *owner.Agent {
 	w.t.Helper()
 	a, err := w.sys.NewAgent(nil, session, owner.Options{Surface: &surface{w: w, session: session}})
 	require.NoError(w.t, err)
-	require.NoError(w.t, w.sys.Jobs().RegisterAgent(a))
+	require.NoError(w.t, w.sys.Jobs().RegisterAgent(context.Background(), a))
 	return a
 }
 
@@ -271,8 +271,8 @@ func (w *world) awaitNotices(session string, n int) {
 // mailbox) until n activations are resident.
 func (w *world) awaitLive(n int) {
 	w.t.Helper()
-	eventually(w.t, func() bool { return w.m.Live() == n }, func() string {
-		return fmt.Sprintf("%d activations live, want %d", w.m.Live(), n)
+	eventually(w.t, func() bool { return w.m.Live(context.Background()) == n }, func() string {
+		return fmt.Sprintf("%d activations live, want %d", w.m.Live(context.Background()), n)
 	})
 }
 
@@ -282,7 +282,7 @@ func (w *world) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	require.NoError(w.t, w.m.Drain(ctx), "drain")
-	require.Equal(w.t, 0, w.m.Live(), "activations live after the drain")
+	require.Equal(w.t, 0, w.m.Live(ctx), "activations live after the drain")
 }
 
 // eventually re-checks cond (yielding between checks) until it holds.

@@ -82,7 +82,7 @@ func newRig(b *testing.B, mutate ...func(*troupe.Config)) *rig {
 	r := &rig{sys: sys, done: make(chan struct{}, 1024)}
 	// The listener runs on the registry actor; every benchmark keeps fewer than
 	// cap(done) signals outstanding, so the send never blocks.
-	_, err := sys.Jobs().OnJobDone(sys.Scope(), func(*messages.JobSnapshot, registry.Owner) {
+	_, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), func(*messages.JobSnapshot, registry.Owner) {
 		r.done <- struct{}{}
 	})
 	require.NoError(b, err)
@@ -107,7 +107,7 @@ func (r *rig) fill(b *testing.B, owners []*owner.Agent, n int) {
 	inflight := 0
 	for i := 0; i < n; i++ {
 		spec := job.Spec{Kind: kind, Label: "history", Owner: owners[i%len(owners)], Run: settledAtOnce}
-		if _, err := r.sys.Jobs().Start(spec); err != nil {
+		if _, err := r.sys.Jobs().Start(context.Background(), spec); err != nil {
 			b.Fatalf("history job %d: %v", i, err)
 		}
 		if inflight++; inflight == fillWindow {
@@ -152,7 +152,7 @@ func (r *rig) lifecycle(b *testing.B, a *owner.Agent) {
 	spec := job.Spec{Kind: kind, Label: "bench", Owner: a, Run: settledAtOnce}
 	jobs := r.sys.Jobs()
 	for b.Loop() {
-		if _, err := jobs.Start(spec); err != nil {
+		if _, err := jobs.Start(context.Background(), spec); err != nil {
 			b.Fatal(err)
 		}
 		<-r.done
@@ -196,11 +196,11 @@ func BenchmarkLifecycleOwnedHistory100k(b *testing.B) {
 func (r *rig) read(b *testing.B, alice *owner.Agent) {
 	b.Helper()
 	b.ReportAllocs()
-	id, err := r.sys.Jobs().Start(job.Spec{Kind: kind, Label: "stream", Owner: alice, Run: untilCancelled(true)})
+	id, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: kind, Label: "stream", Owner: alice, Run: untilCancelled(true)})
 	require.NoError(b, err)
 	jobs := r.sys.Jobs()
 	for b.Loop() {
-		text, _, err := jobs.Read(id, "alice")
+		text, _, err := jobs.Read(context.Background(), id, "alice")
 		if err != nil || text != "chunk" {
 			b.Fatalf("read: %q, %v", text, err)
 		}
@@ -237,7 +237,7 @@ func BenchmarkKillToSettled(b *testing.B) {
 	ids := make([]string, 0, killPool)
 	refill := func() {
 		for len(ids) < killPool {
-			id, err := jobs.Start(spec)
+			id, err := jobs.Start(context.Background(), spec)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -255,7 +255,7 @@ func BenchmarkKillToSettled(b *testing.B) {
 		}
 		id := ids[len(ids)-1]
 		ids = ids[:len(ids)-1]
-		res, _, err := jobs.Kill(id, "", registry.KillOptions{})
+		res, _, err := jobs.Kill(ctx, id, "", registry.KillOptions{})
 		if err != nil || res != messages.KillResult_KILL_RESULT_REQUESTED {
 			b.Fatalf("kill %s: %v, %v", id, res, err)
 		}
@@ -274,7 +274,7 @@ func (r *rig) list(b *testing.B, alice *owner.Agent) {
 	jobs := r.sys.Jobs()
 	b.ReportAllocs()
 	for b.Loop() {
-		l, err := jobs.List("alice")
+		l, err := jobs.List(context.Background(), "alice")
 		if err != nil || len(l) != 10 {
 			b.Fatalf("list: %d jobs, %v", len(l), err)
 		}
@@ -530,7 +530,7 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 		stack0 := stackInUse()
 		for k := 0; k < memLivePerOwner; k++ {
 			for _, a := range owners {
-				id, err := r.sys.Jobs().Start(job.Spec{Kind: kind, Label: "idle", Owner: a, Run: run})
+				id, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: kind, Label: "idle", Owner: a, Run: run})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -539,7 +539,7 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 			}
 		}
 		for j, id := range ids {
-			if _, _, err := r.sys.Jobs().Read(id, callers[j]); err != nil {
+			if _, _, err := r.sys.Jobs().Read(context.Background(), id, callers[j]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -84,9 +84,9 @@ var coordinatorP = session.Source{Kind: "coordinator", Form: "relay", SenderSess
 func (r *contRig) awaitLive(b *testing.B, n int) {
 	b.Helper()
 	deadline := time.Now().Add(settleBudget)
-	for r.m.Live() != n {
+	for r.m.Live(context.Background()) != n {
 		if time.Now().After(deadline) {
-			b.Fatalf("%d Activations live, want %d", r.m.Live(), n)
+			b.Fatalf("%d Activations live, want %d", r.m.Live(context.Background()), n)
 		}
 		runtime.Gosched()
 	}
@@ -103,7 +103,7 @@ func (r *contRig) residentIdle(b *testing.B, id string, begin func()) {
 	begin()
 	var c *owner.Agent
 	deadline := time.Now().Add(settleBudget)
-	for c = r.m.Agent(id); c == nil; c = r.m.Agent(id) {
+	for c = r.m.Agent(context.Background(), id); c == nil; c = r.m.Agent(context.Background(), id) {
 		if time.Now().After(deadline) {
 			b.Fatalf("child %s has no agent", id)
 		}
@@ -116,7 +116,7 @@ func (r *contRig) residentIdle(b *testing.B, id string, begin func()) {
 	<-r.runner.started // the gated turn ended; the child waits on its keeper
 	deadline = time.Now().Add(settleBudget)
 	for {
-		st, ok := r.m.Status(id)
+		st, ok := r.m.Status(context.Background(), id)
 		require.True(b, ok, "child %s is not resident", id)
 		if st.Residency == activation.Waiting {
 			return
@@ -357,7 +357,7 @@ func (r *contRig) awaitIdle(b *testing.B, n int) {
 	b.Helper()
 	deadline := time.Now().Add(settleBudget)
 	for {
-		listed, err := r.m.List(r.parent, false)
+		listed, err := r.m.List(context.Background(), r.parent, false)
 		require.NoError(b, err)
 		idle := 0
 		for _, l := range listed {
@@ -405,7 +405,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 		if _, err := r.m.Followup(ctx, r.parent, id, "parked", coordinatorP); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.m.Interrupt(id, activation.Authority{ParentSession: "P"}); err != nil {
+		if err := r.m.Interrupt(ctx, id, activation.Authority{ParentSession: "P"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -76,7 +77,7 @@ func BenchmarkExperimentLifecyclePoolDispatcher(b *testing.B) {
 func BenchmarkExperimentLifecycleKeeper(b *testing.B) {
 	experiments(b)
 	r := newRig(b)
-	_, err := r.sys.Jobs().Start(job.Spec{Kind: "keeper", Label: "keeper", Run: untilCancelled(false)})
+	_, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: "keeper", Label: "keeper", Run: untilCancelled(false)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func BenchmarkExperimentLifecyclePoolKeeper(b *testing.B) {
 	experiments(b)
 	d := newPoolDispatcher(b, 4)
 	r := newRig(b, func(c *troupe.Config) { c.Dispatcher = d })
-	_, err := r.sys.Jobs().Start(job.Spec{Kind: "keeper", Label: "keeper", Run: untilCancelled(false)})
+	_, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: "keeper", Label: "keeper", Run: untilCancelled(false)})
 	if err != nil {
 		b.Fatal(err)
 	}

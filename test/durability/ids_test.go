@@ -126,7 +126,7 @@ func TestDurabilityIDsChild(t *testing.T) {
 		require.NoError(t, err)
 		say("ACK", "second", id)
 		deadline := time.Now().Add(budget)
-		for m.Live() != 0 { // both turns ended and the Activation was disposed
+		for m.Live(ctx) != 0 { // both turns ended and the Activation was disposed
 			require.False(t, time.Now().After(deadline), "the child did not settle")
 			runtime.Gosched()
 		}

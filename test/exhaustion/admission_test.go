@@ -1,6 +1,7 @@
 package exhaustion
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -98,7 +99,7 @@ func storm(t *testing.T, sys *troupe.System, agents []*owner.Agent, rng *rand.Ra
 		}}
 		wg.Go(func() {
 			<-barrier
-			a.id, a.err = sys.Jobs().Start(spec)
+			a.id, a.err = sys.Jobs().Start(context.Background(), spec)
 		})
 	}
 	close(barrier)
@@ -202,7 +203,7 @@ func TestAdmissionExhaustion(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0xad31))
 	sys, _ := troupetest.Served(t)
 	done := &doneCounter{}
-	_, err := sys.Jobs().OnJobDone(sys.Scope(), done.observe)
+	_, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), done.observe)
 	require.NoError(t, err)
 
 	setup := time.Now()
@@ -287,7 +288,7 @@ func killAll(t *testing.T, sys *troupe.System, agents []*owner.Agent, kills [][]
 	for o, ids := range kills {
 		wg.Go(func() {
 			for _, id := range ids {
-				res, _, err := sys.Jobs().Kill(id, agents[o].Session(), registry.KillOptions{Reason: "exhaustion"})
+				res, _, err := sys.Jobs().Kill(context.Background(), id, agents[o].Session(), registry.KillOptions{Reason: "exhaustion"})
 				if err == nil && res != messages.KillResult_KILL_RESULT_REQUESTED {
 					err = fmt.Errorf("kill %s: %s, want requested", id, res)
 				}

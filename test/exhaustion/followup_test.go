@@ -126,7 +126,7 @@ func TestFollowupFlood(t *testing.T) {
 	require.NoError(t, err)
 	parent, err := sys.NewAgent(nil, "parent", owner.Options{})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -167,7 +167,7 @@ func TestFollowupFlood(t *testing.T) {
 	}
 
 	// Still held: the 2,000 messages wait in the Activation's queue.
-	st, ok := m.Status("child")
+	st, ok := m.Status(ctx, "child")
 	require.True(t, ok, "the child is not resident")
 	require.Equal(t, activation.Running, st.Residency)
 	require.Equal(t, floodSize, st.Queued, "queued followups")

@@ -54,7 +54,7 @@ func requireStreamTail(t *testing.T, body string) {
 // status line.
 func TestOutputOverTheCap(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	base := liveHeap()
 	watch := watchHeap()
 	began := time.Now()
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
 	snap := troupetest.Settled(t, sys, id, "")
 	took := time.Since(began)
@@ -75,7 +75,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	require.Equal(t, int64(floodLines*len(floodLine)), total, "bytes the job wrote")
 	require.Less(t, peak, uint64(maxOutputHeap), "heap high-water above baseline")
 
-	text, _, err := sys.Jobs().Read(id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.True(t, utf8.ValidString(text), "the read is not valid UTF-8")
 	require.True(t, strings.HasSuffix(text, floodLine+output.DroppedLine), "no dropped-bytes marker after the last line: …%q",
@@ -84,13 +84,13 @@ func TestOutputOverTheCap(t *testing.T) {
 	require.LessOrEqual(t, len(body), output.DefaultRetainBytes, "retained bytes")
 	require.GreaterOrEqual(t, len(body), output.DefaultRetainBytes-(utf8.UTFMax-1), "retained bytes")
 	requireStreamTail(t, body)
-	again, _, err := sys.Jobs().Read(id, "")
+	again, _, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Empty(t, again, "a second read of the consumed delta")
 
 	limited := process.Shell(floodCommand, process.Config{})
 	limited.OutputLimitBytes = new(int64(jobOutputLimit))
-	id, err = sys.Jobs().Start(limited)
+	id, err = sys.Jobs().Start(context.Background(), limited)
 	require.NoError(t, err)
 	troupetest.Settled(t, sys, id, "")
 	got := jobOutput(t, mount, id)

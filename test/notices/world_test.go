@@ -243,14 +243,14 @@ func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise fu
 			c.Dispatcher = d
 		}
 	})
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	preset, err := sys.Scope().Child("preset")
 	require.NoError(t, err)
 	m, err := jobtools.MountIn(sys.Jobs(), preset, cfg)
 	require.NoError(t, err)
 	settled := &settlements{chans: map[string]chan *messages.JobSnapshot{}}
-	_, err = sys.Jobs().OnJobDone(preset, settled.observe)
+	_, err = sys.Jobs().OnJobDone(context.Background(), preset, settled.observe)
 	require.NoError(t, err)
 	if noise == nil {
 		noise = func() {}
@@ -291,7 +291,7 @@ func (w *world) spawn(session string) *incarnation {
 	})
 	require.NoError(t, err)
 	inc.probe = probe
-	require.NoError(t, w.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, w.sys.Jobs().RegisterAgent(context.Background(), a))
 	return inc
 }
 
@@ -315,7 +315,7 @@ func (w *world) start(inc *incarnation, e end) *jobRec {
 	t.Helper()
 	j := &jobRec{owner: inc, end: e, p: newProducer(e.outcome())}
 	j.label = fmt.Sprintf("work %d for %s", len(w.jobs)+1, inc.name)
-	id, err := w.sys.Jobs().Start(job.Spec{Kind: "bash", Label: j.label, Owner: inc.agent, Run: j.p.run})
+	id, err := w.sys.Jobs().Start(context.Background(), job.Spec{Kind: "bash", Label: j.label, Owner: inc.agent, Run: j.p.run})
 	require.NoError(t, err)
 	j.id = id
 	w.jobs[id] = j
@@ -333,14 +333,14 @@ func (w *world) kill(j *jobRec) error {
 			}
 		}
 		args, _ := json.Marshal(map[string]string{"job_id": j.id})
-		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Session: j.owner.session}
+		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Caller: tools.AsSession(j.owner.session)}
 		res := w.mount.Pipeline().Run(w.ctx(), tool, call)
 		got, _ := res.SingleText()
 		if want := "requested cancellation of job " + j.id; res.IsError || got != want {
 			return fmt.Errorf("job_kill %s: got %q (errored %v), want %q", j.id, got, res.IsError, want)
 		}
 	case humanKill:
-		r, _, err := w.sys.Jobs().Kill(j.id, j.owner.session, registry.KillOptions{Reason: humanReason, NoClaim: true})
+		r, _, err := w.sys.Jobs().Kill(context.Background(), j.id, j.owner.session, registry.KillOptions{Reason: humanReason, NoClaim: true})
 		if err != nil || r != messages.KillResult_KILL_RESULT_REQUESTED {
 			return fmt.Errorf("human kill %s: %v, %v", j.id, r, err)
 		}

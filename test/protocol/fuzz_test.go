@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -75,7 +76,7 @@ func FuzzWireRequests(f *testing.F) {
 	p.Stream = true
 	p.OnCancel = &job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"}
 	p.Emit("hello")
-	if _, err := sys.Jobs().Start(p.Spec(alice)); err != nil { // bash-1 of alice, live
+	if _, err := sys.Jobs().Start(context.Background(), p.Spec(alice)); err != nil { // bash-1 of alice, live
 		f.Fatal(err)
 	}
 	root, pid := sys.Actors().Root, sys.Jobs().PID()

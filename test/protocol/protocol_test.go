@@ -3,6 +3,7 @@
 package protocol
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestProtocolRequestsGetProtoReplies(t *testing.T) {
 	p := troupetest.NewProducer()
 	p.Stream = true
 	p.Emit("hello")
-	id, err := sys.Jobs().Start(p.Spec(alice))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 	require.NoError(t, err)
 	root, pid := sys.Actors().Root, sys.Jobs().PID()
 	ask := func(msg proto.Message) func() (any, error) {

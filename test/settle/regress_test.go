@@ -33,7 +33,7 @@ func TestTeardownForceFailEndsExpiredWaitsBeforeItsClaim(t *testing.T) {
 			sys, d := syntheticSystem(t)
 			p := troupetest.NewProducer()
 			p.CancelErr = errors.New("cancel refused")
-			id, err := sys.Jobs().Start(p.Spec(nil))
+			id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 			require.NoError(t, err)
 			waited := pendingWait(t, sys, id, timeout)
 
@@ -54,7 +54,7 @@ func TestTeardownForceFailEndsExpiredWaitsBeforeItsClaim(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			sys, _ := syntheticSystem(t)
 			done := make(chan job.Outcome, 1)
-			id, err := sys.Jobs().Start(job.Spec{Kind: "bash", Label: "slow cancel", Run: func() (job.Hooks, error) {
+			id, err := sys.Jobs().Start(context.Background(), job.Spec{Kind: "bash", Label: "slow cancel", Run: func() (job.Hooks, error) {
 				return job.Hooks{Done: done, Cancel: func(string) error {
 					time.Sleep(2 * timeout)
 					return errors.New("cancel refused")
@@ -76,7 +76,7 @@ func syntheticSystem(t *testing.T) (*troupe.System, *harness.Dispatcher) {
 	sys, err := troupe.New(troupe.Config{Dispatcher: d, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sys.Shutdown(context.Background())) })
-	_, err = sys.Jobs().AttachController(sys.Scope(), "t")
+	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 	require.NoError(t, err)
 	return sys, d
 }

@@ -287,7 +287,7 @@ func outputOf(snap *messages.JobSnapshot, err error) harness.Output {
 func (w *world) kill(reason string, noClaim bool) action {
 	return action{fmt.Sprintf("kill(%q,noClaim=%v)", reason, noClaim), func() {
 		end := w.h.Call(w.client(), harness.Input{Op: harness.OpKill, Reason: reason, NoClaim: noClaim})
-		res, snap, err := w.sys.Jobs().Kill(jobA, w.caller, registry.KillOptions{Reason: reason, NoClaim: noClaim})
+		res, snap, err := w.sys.Jobs().Kill(context.Background(), jobA, w.caller, registry.KillOptions{Reason: reason, NoClaim: noClaim})
 		out := outputOf(snap, err)
 		out.Kill = res
 		end(out)
@@ -325,7 +325,7 @@ func (w *world) wait(timeout time.Duration, how waitCtx) action {
 func (w *world) read() action {
 	return action{"read", func() {
 		end := w.h.Call(w.client(), harness.Input{Op: harness.OpRead, Stream: w.prod.stream})
-		text, snap, err := w.sys.Jobs().Read(jobA, w.caller)
+		text, snap, err := w.sys.Jobs().Read(context.Background(), jobA, w.caller)
 		out := outputOf(snap, err)
 		out.Text = text
 		end(out)
@@ -335,7 +335,7 @@ func (w *world) read() action {
 func (w *world) get() action {
 	return action{"get", func() {
 		end := w.h.Call(w.client(), harness.Input{Op: harness.OpGet})
-		snap, err := w.sys.Jobs().Get(jobA, w.caller)
+		snap, err := w.sys.Jobs().Get(context.Background(), jobA, w.caller)
 		end(outputOf(snap, err))
 	}}
 }
@@ -542,10 +542,10 @@ func runSchedule(sc schedule) (v verdict) {
 // registers the onJobDone observer, and starts the bystander and A.
 func (w *world) setup() error {
 	jobs := w.sys.Jobs()
-	if _, err := jobs.AttachController(w.sys.Scope(), "settle"); err != nil {
+	if _, err := jobs.AttachController(context.Background(), w.sys.Scope(), "settle"); err != nil {
 		return err
 	}
-	if _, err := jobs.MountAgents(w.sys.Scope()); err != nil {
+	if _, err := jobs.MountAgents(context.Background(), w.sys.Scope()); err != nil {
 		return err
 	}
 	if w.rng.IntN(3) != 0 {
@@ -553,13 +553,13 @@ func (w *world) setup() error {
 		if err != nil {
 			return err
 		}
-		if err := jobs.RegisterAgent(a); err != nil {
+		if err := jobs.RegisterAgent(context.Background(), a); err != nil {
 			return err
 		}
 		w.agent, w.caller = a, session
 	}
 	client := w.client()
-	_, err := jobs.OnJobDone(w.sys.Scope(), func(snap *messages.JobSnapshot, _ registry.Owner) {
+	_, err := jobs.OnJobDone(context.Background(), w.sys.Scope(), func(snap *messages.JobSnapshot, _ registry.Owner) {
 		if snap.Id != jobA {
 			return
 		}
@@ -573,13 +573,13 @@ func (w *world) setup() error {
 	w.bystand = troupetest.NewProducer()
 	w.bystand.Kind = "bystander"
 	w.bystand.OnCancel = &job.Outcome{Status: job.Killed}
-	if id, err := jobs.Start(w.bystand.Spec(w.agent)); err != nil || id != bystanderID {
+	if id, err := jobs.Start(context.Background(), w.bystand.Spec(w.agent)); err != nil || id != bystanderID {
 		return fmt.Errorf("start bystander: %q, %v", id, err)
 	}
 	w.prod = &producer{h: w.h, noise: w.noise, cancel: cancelMode(w.rng.IntN(len(cancelModeNames))),
 		stream: w.rng.IntN(4) == 0, done: make(chan job.Outcome, 2), bg: &w.bg}
 	spec := job.Spec{Kind: "bash", Label: "settle race", Owner: w.agent, Run: w.prod.run}
-	if id, err := jobs.Start(spec); err != nil || id != jobA {
+	if id, err := jobs.Start(context.Background(), spec); err != nil || id != jobA {
 		return fmt.Errorf("start %s: %q, %v", jobA, id, err)
 	}
 	return nil
@@ -619,7 +619,7 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 	// Replies after settlement agree with the winner (the model checks them too).
 	if winner != nil {
 		w.get().run()
-		snap, err := jobs.Get(jobA, w.caller)
+		snap, err := jobs.Get(context.Background(), jobA, w.caller)
 		if err != nil || !sameOutcome(snap, winner) {
 			v.oraclef(mutation.SettleReplies, "Get after settlement: %v %v, winner %s", harness.SnapOf(snap), err, harness.SnapOf(winner))
 		}
@@ -640,7 +640,7 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		p := troupetest.NewProducer()
 		p.Kind = "probe"
 		p.OnCancel = &job.Outcome{Status: job.Killed}
-		return jobs.Start(p.Spec(w.agent))
+		return jobs.Start(context.Background(), p.Spec(w.agent))
 	}
 	if _, err := probe(); err != nil {
 		v.oraclef(mutation.SettleAdmission, "admission: a start after settlement failed (slot not released): %v", err)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestBadInput_StartSpecIsRefused(t *testing.T) {
 		p := live()
 		spec := p.Spec(nil)
 		tc.edit(&spec)
-		_, err := sys.Jobs().Start(spec)
+		_, err := sys.Jobs().Start(context.Background(), spec)
 		requireCode(t, err, messages.ErrInvalidSpec, tc.msg)
 		require.Zero(t, p.Runs(), tc.name)
 	}
@@ -63,7 +64,7 @@ func TestBadInput_StartSpecIsRefused(t *testing.T) {
 	alice := troupetest.Agent(t, sys, "alice")
 	spec := live().Spec(alice)
 	spec.Kind = ""
-	_, err := sys.Jobs().Start(spec)
+	_, err := sys.Jobs().Start(context.Background(), spec)
 	requireCode(t, err, messages.ErrInvalidSpec, "invalid job kind: expected a non-empty string")
 	require.Zero(t, countLabel(alice.Scope(), registry.OwnerCleanupLabel))
 
@@ -82,7 +83,7 @@ func TestBadInput_StartUnservedIsRefusedBeforeValidation(t *testing.T) {
 	p := live()
 	spec := p.Spec(nil)
 	spec.Kind = ""
-	_, err := sys.Jobs().Start(spec)
+	_, err := sys.Jobs().Start(context.Background(), spec)
 	require.ErrorIs(t, err, messages.ErrNoController)
 	require.Zero(t, p.Runs())
 }
@@ -121,7 +122,7 @@ func TestBadInput_FailingRunRegistersNothing(t *testing.T) {
 			if owned {
 				spec.Owner = alice
 			}
-			_, err := sys.Jobs().Start(spec)
+			_, err := sys.Jobs().Start(context.Background(), spec)
 			requireCode(t, err, tc.sentinel, tc.msg)
 			if tc.name == "Run returns an error" || tc.name == "Run panics with an error" {
 				require.ErrorIs(t, err, runErr, "the producer's error is the cause")
@@ -147,11 +148,11 @@ func TestBadInput_UnknownIDs(t *testing.T) {
 	for _, id := range []string{"bash-99", "bash-0", "", "bash", "subagent-1", "bash-1 "} {
 		for _, caller := range []string{"", "alice"} {
 			want := "unknown job " + id
-			_, err := sys.Jobs().Get(id, caller)
+			_, err := sys.Jobs().Get(context.Background(), id, caller)
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Read(id, caller)
+			_, _, err = sys.Jobs().Read(context.Background(), id, caller)
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Kill(id, caller, registry.KillOptions{Reason: "x"})
+			_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{Reason: "x"})
 			requireCode(t, err, messages.ErrNotFound, want)
 			_, err = sys.Jobs().Wait(ctx(t), id, time.Second, caller)
 			requireCode(t, err, messages.ErrNotFound, want)
@@ -174,13 +175,13 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	id := start(t, sys, p.Spec(alice))
 	want := "job " + id + " belongs to another session"
 	for _, caller := range []string{"bob", "", "Alice", "alice "} {
-		_, err := sys.Jobs().Get(id, caller)
+		_, err := sys.Jobs().Get(context.Background(), id, caller)
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Read(id, caller)
+		_, _, err = sys.Jobs().Read(context.Background(), id, caller)
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(id, caller, registry.KillOptions{})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{})
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(id, caller, registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 		requireCode(t, err, messages.ErrForeign, want)
 		_, err = sys.Jobs().Wait(ctx(t), id, time.Second, caller)
 		requireCode(t, err, messages.ErrForeign, want)
@@ -196,7 +197,7 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	// The fence holds after settlement too.
 	p.Settle(job.Outcome{Status: job.Completed, Output: "secret"})
 	troupetest.Settled(t, sys, id, "alice")
-	_, _, err := sys.Jobs().Read(id, "bob")
+	_, _, err := sys.Jobs().Read(context.Background(), id, "bob")
 	requireCode(t, err, messages.ErrForeign, want)
 	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "bob")
 	requireCode(t, err, messages.ErrForeign, want)
@@ -211,9 +212,9 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		noLeaks(t)
 		sys, _ := troupetest.Served(t)
 		alice := troupetest.Agent(t, sys, "alice")
-		require.NoError(t, sys.Jobs().UnregisterAgent(alice))
+		require.NoError(t, sys.Jobs().UnregisterAgent(context.Background(), alice))
 		p := live()
-		_, err := sys.Jobs().Start(p.Spec(alice))
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 		requireCode(t, err, messages.ErrOwnerNotLive, notLive("alice"))
 		require.Zero(t, p.Runs())
 		require.Zero(t, countLabel(alice.Scope(), registry.OwnerCleanupLabel))
@@ -225,12 +226,12 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		stale := troupetest.Agent(t, sys, "alice")
 		fresh := troupetest.Agent(t, sys, "alice")
 		p := live()
-		_, err := sys.Jobs().Start(p.Spec(stale))
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(stale))
 		requireCode(t, err, messages.ErrOwnerNotLive, notLive("alice"))
 		require.Zero(t, p.Runs())
 		require.Zero(t, countLabel(stale.Scope(), registry.OwnerCleanupLabel))
 		// The stale instance unregistering itself does not unregister the fresh one.
-		require.NoError(t, sys.Jobs().UnregisterAgent(stale))
+		require.NoError(t, sys.Jobs().UnregisterAgent(context.Background(), stale))
 		requireNothingRegistered(t, sys, "bash-1", "alice")
 		require.Equal(t, "bash-2", start(t, sys, live().Spec(fresh)))
 	})
@@ -243,12 +244,12 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		require.NoError(t, alice.Dispose(ctx(t)))
 		require.Equal(t, []string{"owner disposed"}, old.Cancels())
 		p := live()
-		_, err := sys.Jobs().Start(p.Spec(alice))
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 		requireCode(t, err, messages.ErrOwnerNotLive, notLive("alice"))
 		require.Zero(t, p.Runs())
 		// A torn-down incarnation cannot come back.
-		require.ErrorIs(t, sys.Jobs().RegisterAgent(alice), messages.ErrOwnerNotLive)
-		_, err = sys.Jobs().Start(p.Spec(alice))
+		require.ErrorIs(t, sys.Jobs().RegisterAgent(context.Background(), alice), messages.ErrOwnerNotLive)
+		_, err = sys.Jobs().Start(context.Background(), p.Spec(alice))
 		require.ErrorIs(t, err, messages.ErrOwnerNotLive)
 		requireNothingRegistered(t, sys, "bash-2", "alice")
 	})
@@ -262,16 +263,16 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		require.NoError(t, sys.Actors().Root.StopFuture(alice.PID()).Wait())
 		require.Equal(t, "owner disposed", old.NextCancel(t))
 		p := live()
-		_, err := sys.Jobs().Start(p.Spec(alice))
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(alice))
 		requireCode(t, err, messages.ErrOwnerNotLive, notLive("alice"))
 		require.Zero(t, p.Runs())
-		require.ErrorIs(t, sys.Jobs().RegisterAgent(alice), messages.ErrOwnerNotLive)
-		_, err = sys.Jobs().Start(p.Spec(alice))
+		require.ErrorIs(t, sys.Jobs().RegisterAgent(context.Background(), alice), messages.ErrOwnerNotLive)
+		_, err = sys.Jobs().Start(context.Background(), p.Spec(alice))
 		require.ErrorIs(t, err, messages.ErrOwnerNotLive)
 		// Disposing its scope afterwards is harmless, and returns once the stopped
 		// incarnation's records are removed.
 		require.NoError(t, alice.Dispose(ctx(t)))
-		_, err = sys.Jobs().Get(id, "alice")
+		_, err = sys.Jobs().Get(context.Background(), id, "alice")
 		requireCode(t, err, messages.ErrNotFound, "unknown job "+id)
 		requireNothingRegistered(t, sys, "bash-2", "alice")
 	})
@@ -319,25 +320,25 @@ func TestBadInput_CallsAfterDisposalAndShutdown(t *testing.T) {
 	require.NoError(t, sys.Jobs().Dispose(ctx(t)), "disposal is idempotent")
 
 	q := live()
-	_, err := sys.Jobs().Start(q.Spec(nil))
+	_, err := sys.Jobs().Start(context.Background(), q.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrDisposed)
 	require.Zero(t, q.Runs())
-	_, err = sys.Jobs().List("")
+	_, err = sys.Jobs().List(context.Background(), "")
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, err = sys.Jobs().Get(id, "")
+	_, err = sys.Jobs().Get(context.Background(), id, "")
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, _, err = sys.Jobs().Read(id, "")
+	_, _, err = sys.Jobs().Read(context.Background(), id, "")
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.ErrorIs(t, err, messages.ErrDisposed)
 	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "")
 	require.ErrorIs(t, err, messages.ErrDisposed)
 	require.Equal(t, []string{"jobs service disposed"}, p.Cancels())
 
 	require.NoError(t, sys.Shutdown(ctx(t)))
-	_, err = sys.Jobs().Start(q.Spec(nil))
+	_, err = sys.Jobs().Start(context.Background(), q.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrStopped)
-	_, err = sys.Jobs().List("")
+	_, err = sys.Jobs().List(context.Background(), "")
 	require.ErrorIs(t, err, messages.ErrStopped)
 	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "")
 	require.ErrorIs(t, err, messages.ErrStopped)

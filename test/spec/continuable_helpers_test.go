@@ -348,7 +348,7 @@ func (e *contEnv) parent(t *testing.T, session string) (*owner.Agent, *contSurfa
 	s := newContSurface()
 	a, err := e.sys.NewAgent(nil, session, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
 	return a, s
 }
 
@@ -372,7 +372,7 @@ func (e *contEnv) followup(t *testing.T, parent *owner.Agent, id, content string
 
 // registered returns the PID registered for a session (nil: none).
 func (e *contEnv) registered(session string) string {
-	if pid := e.sys.Jobs().RegisteredAgent(session); pid != nil {
+	if pid := e.sys.Jobs().RegisteredAgent(context.Background(), session); pid != nil {
 		return pid.Id
 	}
 	return ""

@@ -54,7 +54,7 @@ func TestSpec147_NoPersistenceIsUnavailable(t *testing.T) {
 	require.Equal(t, subagent.CodePersistenceUnavailable, messages.CodeOf(err))
 	requireHinted(t, err, "continuable subagents require session persistence")
 	require.Empty(t, runner.inputs())
-	require.Nil(t, sys.Jobs().RegisteredAgent("c"))
+	require.Nil(t, sys.Jobs().RegisteredAgent(context.Background(), "c"))
 }
 
 func TestSpec148_NoAgentServiceIsUnavailable(t *testing.T) {
@@ -75,11 +75,11 @@ func TestSpec148_NoAgentServiceIsUnavailable(t *testing.T) {
 	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
 	_, err = m.Followup(ctx(t), p, "c", "more", session.Source{Kind: "coordinator"})
 	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
-	_, err = m.Report(p, "progress", false)
+	_, err = m.Report(context.Background(), p, "progress", false)
 	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
 
-	require.NoError(t, m.Interrupt("c", activation.Authority{ParentSession: "P"}))
-	require.NoError(t, m.Interrupt("c", activation.Authority{Ancestor: p}))
+	require.NoError(t, m.Interrupt(context.Background(), "c", activation.Authority{ParentSession: "P"}))
+	require.NoError(t, m.Interrupt(context.Background(), "c", activation.Authority{Ancestor: p}))
 	require.NoError(t, m.DrainContinuableChildren(ctx(t), p, []string{"c"}))
 	require.NoError(t, m.DrainContinuableDescendants(ctx(t), nil))
 	ids, err := store.IDs(context.Background())
@@ -104,7 +104,7 @@ func TestSpec149_ProviderWithoutPrepareContinuableIsUnsupported(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ids, "no child session")
 	require.Empty(t, e.registered("c"), "no child agent")
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 	require.Empty(t, e.runner.inputs())
 }
 
@@ -124,7 +124,7 @@ func TestSpec151_AbortBetweenPublicationAndAcceptanceRollsBack(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, id)
 	require.Empty(t, msgID)
-	require.Zero(t, e.m.Live(), "no Activation")
+	require.Zero(t, e.m.Live(context.Background()), "no Activation")
 	require.Empty(t, e.registered("c"), "no registered child agent")
 	ids, err := e.store.IDs(context.Background())
 	require.NoError(t, err)
@@ -145,14 +145,14 @@ func TestSpec153_FollowupsDuringAHeldTurnRunInOrderOnTheSameAgent(t *testing.T) 
 	release := e.runner.hold("task")
 	e.start(t, p, "c", "task")
 	e.runner.waitStarted(t, "task")
-	agent := e.m.Agent("c")
+	agent := e.m.Agent(context.Background(), "c")
 	require.NotNil(t, agent)
 
 	e.followup(t, p, "c", "parked B")
 	e.followup(t, p, "c", "parked C")
-	require.Same(t, agent, e.m.Agent("c"), "the same Activation took both")
+	require.Same(t, agent, e.m.Agent(context.Background(), "c"), "the same Activation took both")
 	require.Equal(t, agent.PID().Id, e.registered("c"))
-	require.Equal(t, 1, e.m.Live())
+	require.Equal(t, 1, e.m.Live(context.Background()))
 
 	release()
 	requireSettlementNotice(t, s, "c")
@@ -176,7 +176,7 @@ func TestSpec154_FollowupAfterSettlementColdResumesWithANewEventPair(t *testing.
 	require.Same(t, p, end1.Parent, "scoped to the delegating parent")
 	require.Equal(t, subagent.StopCompleted, end1.StopReason)
 	requireSettlementNotice(t, s, "c")
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 
 	e.followup(t, p, "c", "more")
 	start2 := e.events.next(t)
@@ -228,7 +228,7 @@ func TestSpec158_PersistedOneShotChildIsNotResumable(t *testing.T) {
 	requireSubagentError(t, err, subagent.CodeNotResumable, "")
 	require.Contains(t, err.Error(), "no supported continuation state")
 	require.Contains(t, err.Error(), "do not retry send_message with this id")
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 	require.Empty(t, e.registered("o"))
 }
 
@@ -250,19 +250,19 @@ func TestSpec161_InterruptParksTheQueueUntilTheNextWakingSend(t *testing.T) {
 	e.followup(t, p, "c", "C")
 	ended := e.store.turnEnd("c", first)
 
-	require.NoError(t, e.m.Interrupt("c", activation.Authority{ParentSession: "P"}))
+	require.NoError(t, e.m.Interrupt(context.Background(), "c", activation.Authority{ParentSession: "P"}))
 	require.Equal(t, subagent.StopAborted, recv(t, ended).StopReason)
 
 	var cancel *activation.Cancel
 	require.True(t, errors.As(e.runner.cause("task"), &cancel), "cause %v", e.runner.cause("task"))
 	require.Equal(t, "user", cancel.Kind)
-	st, ok := e.m.Status("c")
+	st, ok := e.m.Status(context.Background(), "c")
 	require.True(t, ok, "still resident")
 	require.Equal(t, 2, st.Queued, "two next-turn items kept")
 	require.True(t, st.Parked)
 	require.Equal(t, activation.Waiting, st.Residency, "idle")
 	require.Equal(t, []string{"task"}, e.runner.inputs(), "no second model request")
-	agent := e.m.Agent("c")
+	agent := e.m.Agent(context.Background(), "c")
 	require.Equal(t, agent.PID().Id, e.registered("c"), "still registered")
 	stats, err := agent.Stats(ctx(t))
 	require.NoError(t, err)
@@ -283,16 +283,16 @@ func TestSpec162_InterruptBySelfSiblingOrStrangerIsUnauthorized(t *testing.T) {
 	e.runner.hold("s-task")
 	e.start(t, p, "T", "t-task")
 	e.start(t, p, "S", "s-task")
-	target, sibling := e.m.Agent("T"), e.m.Agent("S")
+	target, sibling := e.m.Agent(context.Background(), "T"), e.m.Agent(context.Background(), "S")
 
-	err := e.m.Interrupt("T", activation.Authority{Ancestor: target})
+	err := e.m.Interrupt(context.Background(), "T", activation.Authority{Ancestor: target})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `agent "T" cannot interrupt itself`)
-	err = e.m.Interrupt("T", activation.Authority{Ancestor: sibling})
+	err = e.m.Interrupt(context.Background(), "T", activation.Authority{Ancestor: sibling})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `subagent "T" is not a live descendant of agent "S"`)
-	err = e.m.Interrupt("T", activation.Authority{Ancestor: x})
+	err = e.m.Interrupt(context.Background(), "T", activation.Authority{Ancestor: x})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `subagent "T" is not a live descendant of agent "X"`)
 
-	st, ok := e.m.Status("T")
+	st, ok := e.m.Status(context.Background(), "T")
 	require.True(t, ok)
 	require.Equal(t, activation.Running, st.Residency)
 	require.False(t, st.Parked)
@@ -313,9 +313,9 @@ func TestSpec164_InterruptOfAbsentTargetsIsANoOp(t *testing.T) {
 	requireSettlementNotice(t, s, "done")
 
 	for _, target := range []string{"unknown", run.ID(), "done"} {
-		require.NoError(t, e.m.Interrupt(target, activation.Authority{ParentSession: "P"}), target)
-		require.NoError(t, e.m.Interrupt(target, activation.Authority{Ancestor: p}), target)
-		require.NoError(t, e.m.Interrupt(target, activation.Authority{ParentSession: "P"}), "repeated: "+target)
+		require.NoError(t, e.m.Interrupt(context.Background(), target, activation.Authority{ParentSession: "P"}), target)
+		require.NoError(t, e.m.Interrupt(context.Background(), target, activation.Authority{Ancestor: p}), target)
+		require.NoError(t, e.m.Interrupt(context.Background(), target, activation.Authority{ParentSession: "P"}), "repeated: "+target)
 	}
 	require.NoError(t, e.runner.cause("one-shot"), "the one-shot agent was never cancelled")
 	select {
@@ -334,7 +334,7 @@ func TestSpec166_UserInterruptWithAnotherParentAddressIsUnauthorized(t *testing.
 	p, _ := e.parent(t, "P")
 	e.runner.hold("task")
 	e.start(t, p, "c", "task")
-	err := e.m.Interrupt("c", activation.Authority{ParentSession: "Q"})
+	err := e.m.Interrupt(context.Background(), "c", activation.Authority{ParentSession: "Q"})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `subagent "c" belongs to another parent session`)
 	require.NoError(t, e.runner.cause("task"))
 }
@@ -347,7 +347,7 @@ func TestSpec167_AncestorInterruptOfAGrandchildCancelsOnlyIt(t *testing.T) {
 	gStarted := make(chan string, 1)
 	e.runner.before = func(c context.Context, turn subagent.Turn) {
 		if turn.Session == "C" && turn.Input.Text() == "c-task" {
-			_, msgID, err := e.m.Start(c, e.m.Agent("C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
+			_, msgID, err := e.m.Start(c, e.m.Agent(c, "C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
 			if err != nil {
 				msgID = "error: " + err.Error()
 			}
@@ -360,13 +360,13 @@ func TestSpec167_AncestorInterruptOfAGrandchildCancelsOnlyIt(t *testing.T) {
 	e.runner.waitStarted(t, "g-task")
 	ended := e.store.turnEnd("G", gFirst)
 
-	require.NoError(t, e.m.Interrupt("G", activation.Authority{Ancestor: p}))
+	require.NoError(t, e.m.Interrupt(context.Background(), "G", activation.Authority{Ancestor: p}))
 	require.Equal(t, subagent.StopAborted, recv(t, ended).StopReason)
 	var cancel *activation.Cancel
 	require.True(t, errors.As(e.runner.cause("g-task"), &cancel))
 	require.Equal(t, "parent", cancel.Kind)
 
-	st, ok := e.m.Status("C")
+	st, ok := e.m.Status(context.Background(), "C")
 	require.True(t, ok)
 	require.Equal(t, activation.Running, st.Residency, "C keeps running")
 	require.NoError(t, e.runner.cause("c-task"))
@@ -417,13 +417,13 @@ func TestSpec172_NoticeToAnUnregisteredParentIsDroppedSilently(t *testing.T) {
 	p, s := e.parent(t, "P")
 	release := e.runner.hold("task")
 	e.start(t, p, "c", "task")
-	require.NoError(t, e.sys.Jobs().UnregisterAgent(p))
-	require.Nil(t, e.sys.Jobs().RegisteredAgent("P"))
+	require.NoError(t, e.sys.Jobs().UnregisterAgent(context.Background(), p))
+	require.Nil(t, e.sys.Jobs().RegisteredAgent(context.Background(), "P"))
 
 	release()
 	end := e.events.nextEnd(t, "c")
 	require.Equal(t, subagent.StopCompleted, end.StopReason)
-	require.Zero(t, e.m.Live(), "the teardown completed")
+	require.Zero(t, e.m.Live(context.Background()), "the teardown completed")
 	require.Empty(t, e.registered("c"))
 	s.none(t)
 	require.False(t, e.logs.Contains("ACTIVATION_TEARDOWN_FAILED"), "logs: %v", e.logs.Lines())
@@ -435,7 +435,7 @@ func TestSpec173_ReportThenSettlementBothReachTheParent(t *testing.T) {
 	p, s := e.parent(t, "P")
 	release := e.runner.hold("task")
 	e.start(t, p, "c", "task")
-	id, err := e.m.Report(e.m.Agent("c"), "half done", false)
+	id, err := e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "half done", false)
 	require.NoError(t, err)
 	require.NotEmpty(t, id)
 	release()
@@ -455,7 +455,7 @@ func TestSpec174_NextStepReportWakesAnIdleParent(t *testing.T) {
 	e.runner.hold("task")
 	e.start(t, p, "c", "task")
 
-	id, err := e.m.Report(e.m.Agent("c"), "found it", false)
+	id, err := e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "found it", false)
 	require.NoError(t, err)
 	r := s.next(t)
 	require.Equal(t, "steer", r.verb, "next-step: steered, which wakes an idle parent")
@@ -466,7 +466,7 @@ func TestSpec174_NextStepReportWakesAnIdleParent(t *testing.T) {
 	require.Equal(t, "c", r.msg.Source.SenderSessionID)
 	require.Equal(t, id, r.msg.ID, "the message id the tool reports")
 
-	_, err = e.m.Report(e.m.Agent("c"), "quietly", true)
+	_, err = e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "quietly", true)
 	require.NoError(t, err)
 	require.Equal(t, "inject", s.next(t).verb, "quiet delivery injects")
 }
@@ -477,11 +477,11 @@ func TestSpec175_ReportCredentials(t *testing.T) {
 	e.runner.hold("task")
 	e.start(t, p, "c", "task")
 
-	_, err := e.m.Report(p, "not a child", false)
+	_, err := e.m.Report(context.Background(), p, "not a child", false)
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `agent "P" is not a live continuable subagent and cannot report`)
 
-	require.NoError(t, e.sys.Jobs().UnregisterAgent(p))
-	_, err = e.m.Report(e.m.Agent("c"), "anyone?", false)
+	require.NoError(t, e.sys.Jobs().UnregisterAgent(context.Background(), p))
+	_, err = e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "anyone?", false)
 	requireSubagentError(t, err, subagent.CodeParentUnavailable, "direct parent is not live; report was not delivered")
 }
 
@@ -492,7 +492,7 @@ func TestSpec176_ParentWaitsResidentUntilItsChildIsDisposed(t *testing.T) {
 	gStarted := make(chan string, 1)
 	e.runner.before = func(c context.Context, turn subagent.Turn) {
 		if turn.Session == "C" && turn.Input.Text() == "c-task" {
-			_, _, err := e.m.Start(c, e.m.Agent("C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
+			_, _, err := e.m.Start(c, e.m.Agent(c, "C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
 			gStarted <- contErrText(err)
 		}
 	}
@@ -503,8 +503,8 @@ func TestSpec176_ParentWaitsResidentUntilItsChildIsDisposed(t *testing.T) {
 	require.Equal(t, cFirst, end.InboxID)
 	require.Equal(t, subagent.StopCompleted, end.StopReason, "C's own turn finished")
 
-	cAgent := e.m.Agent("C")
-	st, ok := e.m.Status("C")
+	cAgent := e.m.Agent(context.Background(), "C")
+	st, ok := e.m.Status(context.Background(), "C")
 	require.True(t, ok, "C stays resident")
 	require.Equal(t, activation.Waiting, st.Residency)
 	require.Equal(t, cAgent.PID().Id, e.registered("C"), "agents.get(C) is unchanged")
@@ -518,7 +518,7 @@ func TestSpec176_ParentWaitsResidentUntilItsChildIsDisposed(t *testing.T) {
 		"Its closing message:re: g-task", n.msg.More[1])
 	require.Equal(t, []string{"c-task", "Background subagent G finished and will do no further work unless you send it more.", "Its closing message:", "re: g-task"},
 		userContent(t, e.store, "C"))
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 }
 
 func contErrText(err error) string {
@@ -556,7 +556,7 @@ func TestSpec178_DrainChildrenRequiresTheExactLiveDirectParent(t *testing.T) {
 	p1b, s1b := e.parent(t, "P1") // a replacement: p1 is stale now
 	err = e.m.DrainContinuableChildren(ctx(t), p1, []string{"C"})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, "selected child teardown requires the exact live parent agent")
-	st, ok := e.m.Status("C")
+	st, ok := e.m.Status(context.Background(), "C")
 	require.True(t, ok)
 	require.Equal(t, activation.Running, st.Residency, "C untouched")
 
@@ -566,7 +566,7 @@ func TestSpec178_DrainChildrenRequiresTheExactLiveDirectParent(t *testing.T) {
 		return id == "C" && en.Kind == session.EntryDiscarded && en.InboxID == pending
 	})
 	require.NoError(t, e.m.DrainContinuableChildren(ctx(t), p1b, []string{"C", "absent"}))
-	require.Zero(t, e.m.Live())
+	require.Zero(t, e.m.Live(context.Background()))
 	recv(t, discarded)
 	require.Equal(t, []string{"task"}, e.runner.inputs())
 	n := requireSettlementNotice(t, s1b, "C")
@@ -637,7 +637,7 @@ func userContent(t *testing.T, s session.Store, id string) []string {
 // whose agent registry is not mounted: the agents service is just as absent.
 func TestSpec148_NoMountedAgentRegistryIsUnavailable(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().AttachController(sys.Scope(), "t")
+	_, err := sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
@@ -655,7 +655,7 @@ func TestSpec148_NoMountedAgentRegistryIsUnavailable(t *testing.T) {
 	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
 	_, err = m.Followup(ctx(t), p, "c", "more", session.Source{Kind: "coordinator"})
 	requireSubagentError(t, err, subagent.CodeContinuationUnavailable, want)
-	require.NoError(t, m.Interrupt("c", activation.Authority{ParentSession: "P"}))
+	require.NoError(t, m.Interrupt(context.Background(), "c", activation.Authority{ParentSession: "P"}))
 	ids, err := store.IDs(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, ids)

@@ -40,7 +40,7 @@ func live() *troupetest.Producer {
 // start starts spec and requires success.
 func start(t *testing.T, sys *troupe.System, spec job.Spec) string {
 	t.Helper()
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
 	return id
 }
@@ -48,7 +48,7 @@ func start(t *testing.T, sys *troupe.System, spec job.Spec) string {
 // list lists for caller and returns the ids.
 func list(t *testing.T, sys *troupe.System, caller string) []string {
 	t.Helper()
-	snaps, err := sys.Jobs().List(caller)
+	snaps, err := sys.Jobs().List(context.Background(), caller)
 	require.NoError(t, err)
 	ids := []string{}
 	for _, s := range snaps {
@@ -60,7 +60,7 @@ func list(t *testing.T, sys *troupe.System, caller string) []string {
 // get returns a non-consuming snapshot and requires success.
 func get(t *testing.T, sys *troupe.System, id, caller string) *messages.JobSnapshot {
 	t.Helper()
-	snap, err := sys.Jobs().Get(id, caller)
+	snap, err := sys.Jobs().Get(context.Background(), id, caller)
 	require.NoError(t, err)
 	return snap
 }
@@ -136,7 +136,7 @@ func (r *doneRec) Snaps() []*messages.JobSnapshot {
 func onDone(t *testing.T, sys *troupe.System, sc *scope.Scope) *doneRec {
 	t.Helper()
 	r := &doneRec{}
-	_, err := sys.Jobs().OnJobDone(sc, r.fn)
+	_, err := sys.Jobs().OnJobDone(context.Background(), sc, r.fn)
 	require.NoError(t, err)
 	return r
 }
@@ -163,7 +163,7 @@ func (r *changedRec) Owners() []string {
 func onChanged(t *testing.T, sys *troupe.System, sc *scope.Scope) *changedRec {
 	t.Helper()
 	r := &changedRec{}
-	_, err := sys.Jobs().OnJobsChanged(sc, r.fn)
+	_, err := sys.Jobs().OnJobsChanged(context.Background(), sc, r.fn)
 	require.NoError(t, err)
 	return r
 }
@@ -238,6 +238,6 @@ func agentUnder(t *testing.T, sys *troupe.System, parent *scope.Scope, session s
 	t.Helper()
 	a, err := sys.NewAgent(parent, session)
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(a))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
 	return a
 }

@@ -34,14 +34,14 @@ func humanSystem(t *testing.T) (*troupe.System, *controller.Controller, *owner.A
 	sys, _ := troupetest.NewSystem(t)
 	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	in := newInbox()
 	s, err := sys.NewAgent(nil, "S", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(s))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), s))
 	return sys, ctl, s, in
 }
 
@@ -50,7 +50,7 @@ func TestSpec120_HumanKillOfUnknownOrForeignJobIsNotFound(t *testing.T) {
 	other := troupetest.Agent(t, sys, "T")
 	p := troupetest.NewProducer()
 	p.OnCancel = &job.Outcome{Status: job.Killed}
-	id, err := sys.Jobs().Start(p.Spec(other))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(other))
 	require.NoError(t, err)
 	require.Equal(t, "bash-1", id)
 	ctx, cancel := context.WithTimeout(context.Background(), humanBudget)
@@ -62,7 +62,7 @@ func TestSpec120_HumanKillOfUnknownOrForeignJobIsNotFound(t *testing.T) {
 		require.ErrorAs(t, err, &e)
 		require.Equal(t, map[string]string{"sessionId": "S", "jobId": target}, e.Details)
 	}
-	snap, err := sys.Jobs().Get("bash-1", "T")
+	snap, err := sys.Jobs().Get(ctx, "bash-1", "T")
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status, "the foreign job was not touched")
 }
@@ -70,7 +70,7 @@ func TestSpec120_HumanKillOfUnknownOrForeignJobIsNotFound(t *testing.T) {
 func TestSpec121_HumanKillReasonReachesTheModelsNotice(t *testing.T) {
 	sys, ctl, s, in := humanSystem(t)
 	p := troupetest.NewProducer()
-	id, err := sys.Jobs().Start(p.Spec(s))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(s))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), humanBudget)
 	defer cancel()
@@ -93,7 +93,7 @@ func TestSpec121_HumanKillReasonReachesTheModelsNotice(t *testing.T) {
 func TestSpec122_HumanKillOfFinishedJobDoesNotCancel(t *testing.T) {
 	sys, ctl, s, _ := humanSystem(t)
 	p := troupetest.NewProducer()
-	id, err := sys.Jobs().Start(p.Spec(s))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(s))
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
 	troupetest.Settled(t, sys, id, "S")
@@ -103,7 +103,7 @@ func TestSpec122_HumanKillOfFinishedJobDoesNotCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_ALREADY_FINISHED, outcome)
 	require.Empty(t, p.Cancels())
-	snap, err := sys.Jobs().Get(id, "S")
+	snap, err := sys.Jobs().Get(ctx, id, "S")
 	require.NoError(t, err)
 	require.False(t, snap.Reported, "a human kill of a finished job changes nothing")
 }
@@ -112,14 +112,14 @@ func TestHumanKillCancelErrorPropagatesAsItself(t *testing.T) {
 	sys, ctl, s, _ := humanSystem(t)
 	p := troupetest.NewProducer()
 	p.CancelErr = errors.New("cancel boom")
-	id, err := sys.Jobs().Start(p.Spec(s))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(s))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), humanBudget)
 	defer cancel()
 	_, err = ctl.Kill(ctx, "S", id)
 	require.ErrorIs(t, err, messages.ErrCancelFailed)
 	require.Equal(t, "cancel boom", err.Error())
-	snap, err := sys.Jobs().Get(id, "S")
+	snap, err := sys.Jobs().Get(ctx, id, "S")
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status)
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -21,16 +22,16 @@ func TestSpec016_StreamReadConsumesCursor(t *testing.T) {
 	p.Stream = true
 	p.Emit("first", "", "rest")
 	id := start(t, sys, p.Spec(nil))
-	text, snap, err := sys.Jobs().Read(id, "")
+	text, snap, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "first", text)
 	require.Equal(t, snapView{"running", false}, view(snap))
-	text, _, err = sys.Jobs().Read(id, "")
+	text, _, err = sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "", text)
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
 	troupetest.Settled(t, sys, id, "")
-	text, snap, err = sys.Jobs().Read(id, "")
+	text, snap, err = sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "rest", text)
 	require.Equal(t, job.Completed, snap.Status)
@@ -44,14 +45,14 @@ func TestSpec017_FinalOutputReadIsIdempotent(t *testing.T) {
 	sys, _ := troupetest.Served(t)
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
-	text, snap, err := sys.Jobs().Read(id, "")
+	text, snap, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "", text)
 	require.Equal(t, snapView{"running", false}, view(snap))
 	p.Settle(job.Outcome{Status: job.Completed, Output: "final answer"})
 	troupetest.Settled(t, sys, id, "")
 	for range 2 {
-		text, snap, err = sys.Jobs().Read(id, "")
+		text, snap, err = sys.Jobs().Read(context.Background(), id, "")
 		require.NoError(t, err)
 		require.Equal(t, "final answer", text)
 		require.Equal(t, snapView{"completed", true}, view(snap))
@@ -64,7 +65,7 @@ func TestSpec018_FailedFinalOutputReadsEmpty(t *testing.T) {
 	id := start(t, sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Failed, Detail: "max-tokens"})
 	troupetest.Settled(t, sys, id, "")
-	text, snap, err := sys.Jobs().Read(id, "")
+	text, snap, err := sys.Jobs().Read(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, "", text)
 	require.Equal(t, job.Failed, snap.Status)
@@ -74,7 +75,7 @@ func TestSpec018_FailedFinalOutputReadsEmpty(t *testing.T) {
 
 func TestSpec019_UnknownJobRead(t *testing.T) {
 	sys, _ := troupetest.Served(t)
-	_, _, err := sys.Jobs().Read("bash-99", "")
+	_, _, err := sys.Jobs().Read(context.Background(), "bash-99", "")
 	requireCode(t, err, messages.ErrNotFound, "unknown job bash-99")
 }
 
@@ -90,22 +91,22 @@ func TestSpec020_OwnerFenceBySession(t *testing.T) {
 	unowned := start(t, sys, pu.Spec(nil))
 	foreign := "job " + owned + " belongs to another session"
 
-	_, _, err := sys.Jobs().Read(owned, "other")
+	_, _, err := sys.Jobs().Read(context.Background(), owned, "other")
 	requireCode(t, err, messages.ErrForeign, foreign)
-	_, _, err = sys.Jobs().Kill(owned, "other", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), owned, "other", registry.KillOptions{})
 	requireCode(t, err, messages.ErrForeign, foreign)
 	_, err = sys.Jobs().Wait(ctx(t), owned, 5*time.Second, "other")
 	requireCode(t, err, messages.ErrForeign, foreign)
-	_, _, err = sys.Jobs().Read(owned, "")
+	_, _, err = sys.Jobs().Read(context.Background(), owned, "")
 	requireCode(t, err, messages.ErrForeign, foreign)
-	_, err = sys.Jobs().Get(owned, "")
+	_, err = sys.Jobs().Get(context.Background(), owned, "")
 	requireCode(t, err, messages.ErrForeign, foreign)
 
 	// None of the refused calls touched the job.
 	require.Empty(t, po.Cancels())
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, owned, "owner")))
 
-	text, snap, err := sys.Jobs().Read(unowned, "other")
+	text, snap, err := sys.Jobs().Read(context.Background(), unowned, "other")
 	require.NoError(t, err)
 	require.Equal(t, "open to all", text)
 	require.Equal(t, unowned, snap.Id)
@@ -128,12 +129,12 @@ func TestSpec023_KillWithReasonClaims(t *testing.T) {
 	done := onDone(t, sys, sys.Scope())
 	p := troupetest.NewProducer() // settles only when told to
 	id := start(t, sys, p.Spec(nil))
-	res, snap, err := sys.Jobs().Kill(id, "", registry.KillOptions{Reason: "no longer needed"})
+	res, snap, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "no longer needed"})
 	require.NoError(t, err)
 	require.Equal(t, "requested", res.Name())
 	require.Equal(t, snapView{"stopping", true}, view(snap))
 	require.Equal(t, []string{"no longer needed"}, p.Cancels())
-	snaps, err := sys.Jobs().List("")
+	snaps, err := sys.Jobs().List(context.Background(), "")
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
 	require.Equal(t, snapView{"stopping", true}, view(snaps[0]))
@@ -154,12 +155,12 @@ func TestSpec024_KillOfFinishedJobDoesNotCancel(t *testing.T) {
 	require.False(t, troupetest.Settled(t, sys, id, "").Reported)
 
 	// A human kill (no claim) of a terminal job changes nothing (rule 4) ...
-	res, snap, err := sys.Jobs().Kill(id, "", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+	res, snap, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 	require.NoError(t, err)
 	require.Equal(t, "already-finished", res.Name())
 	require.Equal(t, snapView{"completed", false}, view(snap))
 	// ... a model kill claims the report.
-	res, snap, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	res, snap, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "already-finished", res.Name())
 	require.Equal(t, snapView{"completed", true}, view(snap))
@@ -173,7 +174,7 @@ func TestSpec025_FailedCancelChangesNothing(t *testing.T) {
 		p := troupetest.NewProducer()
 		p.CancelErr = errors.New("cancel boom")
 		id := start(t, sys, p.Spec(nil))
-		_, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{Reason: "superseded"})
+		_, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "superseded"})
 		requireCode(t, err, messages.ErrCancelFailed, "cancel boom")
 		require.ErrorIs(t, err, p.CancelErr)
 		require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
@@ -185,7 +186,7 @@ func TestSpec025_FailedCancelChangesNothing(t *testing.T) {
 		require.Equal(t, snapView{"completed", false}, view(got[0]))
 		// The failed kill's reason was not recorded either.
 		require.Nil(t, got[0].Detail)
-		res, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{})
+		res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "already-finished", res.Name())
 		require.Equal(t, []string{"superseded"}, p.Cancels())
@@ -197,7 +198,7 @@ func TestSpec025_FailedCancelChangesNothing(t *testing.T) {
 		id := start(t, sys, job.Spec{Kind: "bash", Label: "panicky", Run: func() (job.Hooks, error) {
 			return job.Hooks{Done: done, Cancel: func(string) error { panic("cancel boom") }}, nil
 		}})
-		_, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{})
+		_, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 		requireCode(t, err, messages.ErrCancelFailed, "cancel boom")
 		require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
 		done <- job.Outcome{Status: job.Killed}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ func TestSpec038_DoneClosedWithoutOutcomeSettlesFailed(t *testing.T) {
 			if !tc.prefix {
 				require.Equal(t, "Error: "+tc.problem, *snap.Detail)
 			}
-			text, _, err := sys.Jobs().Read(id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, "")
 			require.NoError(t, err)
 			require.Equal(t, "", text, "a rejected outcome carries no output")
 		})
@@ -59,7 +60,7 @@ func TestSpec038_DoneClosedWithoutOutcomeSettlesFailed(t *testing.T) {
 // throwing one, so both check that a panicking onJobDone listener is contained.
 func throwingDoneListenerCase(t *testing.T, panicValue any, message string) {
 	sys, logs := troupetest.Served(t)
-	_, err := sys.Jobs().OnJobDone(sys.Scope(), func(*messages.JobSnapshot, registry.Owner) { panic(panicValue) })
+	_, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), func(*messages.JobSnapshot, registry.Owner) { panic(panicValue) })
 	require.NoError(t, err)
 	second := onDone(t, sys, sys.Scope())
 	p := troupetest.NewProducer()
@@ -97,7 +98,7 @@ func TestSpec041_DisposedListenersAreNotCalled(t *testing.T) {
 	fiber := onDone(t, sys, alice.Scope())
 	// A listener detached through its disposer (twice: idempotent).
 	detached := &doneRec{}
-	eff, err := sys.Jobs().OnJobDone(sys.Scope(), detached.fn)
+	eff, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), detached.fn)
 	require.NoError(t, err)
 	require.NoError(t, eff.Run(c))
 	require.NoError(t, eff.Run(c))
@@ -137,9 +138,9 @@ func TestSpec042_ChangedBeforeDone(t *testing.T) {
 		order = append(order, s)
 	}
 	// Registered in the opposite order, so registration order cannot explain the result.
-	_, err := sys.Jobs().OnJobDone(sys.Scope(), func(*messages.JobSnapshot, registry.Owner) { record("done") })
+	_, err := sys.Jobs().OnJobDone(context.Background(), sys.Scope(), func(*messages.JobSnapshot, registry.Owner) { record("done") })
 	require.NoError(t, err)
-	_, err = sys.Jobs().OnJobsChanged(sys.Scope(), func(registry.Owner) { record("changed") })
+	_, err = sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) { record("changed") })
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed})
 	troupetest.Settled(t, sys, id, "alice")
@@ -157,7 +158,7 @@ func TestSpec044_UnownedStartChangesUndefined(t *testing.T) {
 
 func TestSpec046_ThrowingChangedListenerIsContained(t *testing.T) {
 	sys, logs := troupetest.Served(t)
-	_, err := sys.Jobs().OnJobsChanged(sys.Scope(), func(registry.Owner) { panic("changed boom") })
+	_, err := sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) { panic("changed boom") })
 	require.NoError(t, err)
 	changed := onChanged(t, sys, sys.Scope())
 	require.Equal(t, "bash-1", start(t, sys, live().Spec(nil)))
@@ -222,7 +223,7 @@ func TestSpec059_KillReasonMergesIntoKilledDetail(t *testing.T) {
 			sys, _ := troupetest.Served(t)
 			p := troupetest.NewProducer()
 			id := start(t, sys, p.Spec(nil))
-			res, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+			res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 			require.NoError(t, err)
 			require.Equal(t, "requested", res.Name())
 			require.Equal(t, "cancelled by the user", p.NextCancel(t))

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,7 @@ import (
 func TestSpec001_NoControllerRefusesStart(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	p := troupetest.NewProducer()
-	_, err := sys.Jobs().Start(p.Spec(nil))
+	_, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrNoController)
 	requireHinted(t, err, prefixNoController)
 	require.Zero(t, p.Runs())
@@ -27,7 +28,7 @@ func TestSpec001_NoControllerRefusesStart(t *testing.T) {
 	// registry is mounted here either).
 	ghost, err := sys.NewAgent(nil, "ghost")
 	require.NoError(t, err)
-	_, err = sys.Jobs().Start(p.Spec(ghost))
+	_, err = sys.Jobs().Start(context.Background(), p.Spec(ghost))
 	require.ErrorIs(t, err, messages.ErrNoController)
 	require.Zero(t, p.Runs())
 	require.Empty(t, list(t, sys, "ghost"))
@@ -35,11 +36,11 @@ func TestSpec001_NoControllerRefusesStart(t *testing.T) {
 
 func TestSpec002_ScopedControllerServesOnlyItsScope(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	x := childScope(t, sys.Scope(), "X")
 	y := childScope(t, sys.Scope(), "Y")
-	_, err = sys.Jobs().AttachController(x, "tool-jobs")
+	_, err = sys.Jobs().AttachController(context.Background(), x, "tool-jobs")
 	require.NoError(t, err)
 	underX := agentUnder(t, sys, x, "alice")
 	underY := agentUnder(t, sys, y, "bob")
@@ -52,7 +53,7 @@ func TestSpec002_ScopedControllerServesOnlyItsScope(t *testing.T) {
 
 	py, pu := live(), live()
 	for name, spec := range map[string]job.Spec{"sibling scope": py.Spec(underY), "unowned": pu.Spec(nil)} {
-		_, err := sys.Jobs().Start(spec)
+		_, err := sys.Jobs().Start(context.Background(), spec)
 		require.ErrorIs(t, err, messages.ErrNoController, name)
 		requireHinted(t, err, prefixNoController)
 	}
@@ -76,20 +77,20 @@ func TestSpec003_GlobalControllerServesEveryone(t *testing.T) {
 func TestSpec004_GateRearmsWhenLastControllerDetaches(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	c := ctx(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	// "b" is attached by a plugin fiber: a scope of its own, which alice is composed under.
 	fiber := childScope(t, sys.Scope(), "plugin-b")
 	alice := agentUnder(t, sys, fiber, "alice")
-	a1, err := sys.Jobs().AttachController(sys.Scope(), "a")
+	a1, err := sys.Jobs().AttachController(context.Background(), sys.Scope(), "a")
 	require.NoError(t, err)
-	a2, err := sys.Jobs().AttachController(sys.Scope(), "a")
+	a2, err := sys.Jobs().AttachController(context.Background(), sys.Scope(), "a")
 	require.NoError(t, err)
-	_, err = sys.Jobs().AttachController(fiber, "b")
+	_, err = sys.Jobs().AttachController(context.Background(), fiber, "b")
 	require.NoError(t, err)
 
-	owned := func() error { _, err := sys.Jobs().Start(live().Spec(alice)); return err }
-	unowned := func() error { _, err := sys.Jobs().Start(live().Spec(nil)); return err }
+	owned := func() error { _, err := sys.Jobs().Start(context.Background(), live().Spec(alice)); return err }
+	unowned := func() error { _, err := sys.Jobs().Start(context.Background(), live().Spec(nil)); return err }
 
 	require.NoError(t, owned())
 	require.NoError(t, unowned())
@@ -131,7 +132,7 @@ func TestSpec005_InvalidSpecErrors(t *testing.T) {
 		p := live()
 		spec := p.Spec(nil)
 		tc.edit(&spec)
-		_, err := sys.Jobs().Start(spec)
+		_, err := sys.Jobs().Start(context.Background(), spec)
 		requireCode(t, err, messages.ErrInvalidSpec, tc.msg)
 		require.Zero(t, p.Runs(), tc.name)
 	}
@@ -156,7 +157,7 @@ func TestSpec008_CapacityRejectsEleventh(t *testing.T) {
 		start(t, sys, live().Spec(nil))
 	}
 	p := live()
-	_, err := sys.Jobs().Start(p.Spec(nil))
+	_, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	requireCode(t, err, messages.ErrCapacity,
 		"background job limit reached for this owner (limit: 10); use job_kill to stop an unneeded job, wait for it to finish, then retry")
 	require.Zero(t, p.Runs())
@@ -173,7 +174,7 @@ func TestSpec009_CapacityRejectionConsumesNoID(t *testing.T) {
 	p1 := live()
 	require.Equal(t, "bash-1", start(t, sys, p1.Spec(nil)))
 	p2 := live()
-	_, err := sys.Jobs().Start(p2.Spec(nil))
+	_, err := sys.Jobs().Start(context.Background(), p2.Spec(nil))
 	requireCode(t, err, messages.ErrCapacity,
 		"background job limit reached for this owner (limit: 1); use job_kill to stop an unneeded job, wait for it to finish, then retry")
 	require.Zero(t, p2.Runs())
@@ -191,7 +192,7 @@ func TestSpec011_AnyTerminalStatusFreesTheSlot(t *testing.T) {
 			sys, _ := troupetest.Served(t, limitOne)
 			p := live()
 			id := start(t, sys, p.Spec(nil))
-			_, err := sys.Jobs().Start(live().Spec(nil))
+			_, err := sys.Jobs().Start(context.Background(), live().Spec(nil))
 			require.ErrorIs(t, err, messages.ErrCapacity)
 			p.Settle(job.Outcome{Status: status})
 			require.Equal(t, status, troupetest.Settled(t, sys, id, "").Status)
@@ -202,18 +203,18 @@ func TestSpec011_AnyTerminalStatusFreesTheSlot(t *testing.T) {
 
 func TestSpec013_OwnedStartNeedsAgentRegistry(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().AttachController(sys.Scope(), "tool-jobs")
+	_, err := sys.Jobs().AttachController(context.Background(), sys.Scope(), "tool-jobs")
 	require.NoError(t, err)
 	alice, err := sys.NewAgent(nil, "alice")
 	require.NoError(t, err)
 	p := live()
-	_, err = sys.Jobs().Start(p.Spec(alice))
+	_, err = sys.Jobs().Start(context.Background(), p.Spec(alice))
 	require.ErrorIs(t, err, messages.ErrNoAgentRegistry)
 	requireHinted(t, err, prefixNoAgentRegistry)
 	require.Zero(t, p.Runs())
 	require.Zero(t, countLabel(alice.Scope(), registry.OwnerCleanupLabel))
 	// Nor can an agent be registered without the registry.
-	err = sys.Jobs().RegisterAgent(alice)
+	err = sys.Jobs().RegisterAgent(context.Background(), alice)
 	require.ErrorIs(t, err, messages.ErrNoAgentRegistry)
 	requireHinted(t, err, prefixNoAgentRegistry)
 	require.Empty(t, list(t, sys, "alice"))
@@ -225,14 +226,14 @@ func TestSpec014_OwnerMustBeTheRegisteredInstance(t *testing.T) {
 	ghost, err := sys.NewAgent(nil, "ghost")
 	require.NoError(t, err)
 	p := live()
-	_, err = sys.Jobs().Start(p.Spec(ghost))
+	_, err = sys.Jobs().Start(context.Background(), p.Spec(ghost))
 	requireCode(t, err, messages.ErrOwnerNotLive,
 		`agent "ghost" is not the registered agent instance (background job owner must be live)`)
 	require.Zero(t, p.Runs())
 	require.Zero(t, countLabel(ghost.Scope(), registry.OwnerCleanupLabel))
 	require.Empty(t, list(t, sys, "ghost"))
 
-	require.NoError(t, sys.Jobs().RegisterAgent(ghost))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), ghost))
 	require.Equal(t, "bash-1", start(t, sys, p.Spec(ghost)))
 	require.NoError(t, ghost.Dispose(ctx(t)))
 	require.Equal(t, []string{"owner disposed"}, p.Cancels())

@@ -53,7 +53,7 @@ func TestSpec047_OwnerDisposalCancelsLiveAndRemovesAll(t *testing.T) {
 	require.Equal(t, []string{"owner disposed"}, running.Cancels())
 	require.Empty(t, finished.Cancels())
 	require.Empty(t, list(t, sys, "alice"))
-	_, err := sys.Jobs().Get(done, "alice")
+	_, err := sys.Jobs().Get(context.Background(), done, "alice")
 	requireCode(t, err, messages.ErrNotFound, "unknown job "+done)
 }
 
@@ -63,7 +63,7 @@ func TestSpec048_OwnerTeardownObserverSeesStoppingKilledGone(t *testing.T) {
 	p := troupetest.NewProducer()
 	start(t, sys, p.Spec(alice))
 	pending := make(chan (<-chan registry.ListResult), 16)
-	_, err := sys.Jobs().OnJobsChanged(sys.Scope(), func(registry.Owner) {
+	_, err := sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) {
 		pending <- sys.Jobs().ListAsync("alice")
 	})
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestSpec051_ServiceDisposalCancelsWithoutDone(t *testing.T) {
 	require.Equal(t, []string{"jobs service disposed"}, p.Cancels())
 	require.Empty(t, done.Snaps())
 	// The service refuses work from now on.
-	_, err := sys.Jobs().Start(live().Spec(nil))
+	_, err := sys.Jobs().Start(context.Background(), live().Spec(nil))
 	require.ErrorIs(t, err, messages.ErrDisposed)
 }
 
@@ -188,14 +188,14 @@ func TestSpec056_OneOwnerCleanupPerOwner(t *testing.T) {
 func TestSpec057_DisposedMountStopsServing(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	c := ctx(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	standing := childScope(t, sys.Scope(), "standing")
 	// The mount's registrations in the standing scope: a controller and a listener.
-	controller, err := sys.Jobs().AttachController(standing, "tool-jobs")
+	controller, err := sys.Jobs().AttachController(context.Background(), standing, "tool-jobs")
 	require.NoError(t, err)
 	heard := &doneRec{}
-	listener, err := sys.Jobs().OnJobDone(standing, heard.fn)
+	listener, err := sys.Jobs().OnJobDone(context.Background(), standing, heard.fn)
 	require.NoError(t, err)
 	alice := agentUnder(t, sys, standing, "alice")
 	p := troupetest.NewProducer()
@@ -204,7 +204,7 @@ func TestSpec057_DisposedMountStopsServing(t *testing.T) {
 	// The mount is disposed: its effects run; the standing scope and alice stay.
 	require.NoError(t, listener.Run(c))
 	require.NoError(t, controller.Run(c))
-	_, err = sys.Jobs().Start(live().Spec(alice))
+	_, err = sys.Jobs().Start(context.Background(), live().Spec(alice))
 	require.ErrorIs(t, err, messages.ErrNoController)
 	requireHinted(t, err, prefixNoController)
 	require.False(t, standing.Disposed())

@@ -30,7 +30,7 @@ func TestSpec028_PendingWaitClaimsSettlement(t *testing.T) {
 	got := done.Snaps()
 	require.Len(t, got, 1)
 	require.Equal(t, snapView{"completed", true}, view(got[0]))
-	n, err := sys.Jobs().Waiters(id)
+	n, err := sys.Jobs().Waiters(context.Background(), id)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -42,7 +42,7 @@ func TestSpec029_WaitTimeoutReturnsLiveSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, snapView{"running", false}, view(snap))
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
-	n, err := sys.Jobs().Waiters(id)
+	n, err := sys.Jobs().Waiters(context.Background(), id)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -52,7 +52,7 @@ func TestSpec030_EndedWaitsLeaveNoWaiter(t *testing.T) {
 	id := start(t, sys, live().Spec(nil))
 	noWaiters := func() {
 		t.Helper()
-		n, err := sys.Jobs().Waiters(id)
+		n, err := sys.Jobs().Waiters(context.Background(), id)
 		require.NoError(t, err)
 		require.Zero(t, n)
 	}
@@ -102,7 +102,7 @@ func TestSpec032_InvalidWaitTimeout(t *testing.T) {
 		requireCode(t, err, messages.ErrInvalidWaitTimeout, prefix+tc.rendered)
 		require.True(t, strings.HasPrefix(err.Error(), prefix))
 	}
-	n, err := sys.Jobs().Waiters(id)
+	n, err := sys.Jobs().Waiters(context.Background(), id)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
@@ -130,7 +130,7 @@ func TestSpec033_AbortedWaitRejects(t *testing.T) {
 	requireCode(t, err, messages.ErrWaitAborted, "wait aborted")
 
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
-	n, err := sys.Jobs().Waiters(id)
+	n, err := sys.Jobs().Waiters(context.Background(), id)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

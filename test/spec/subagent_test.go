@@ -41,7 +41,7 @@ type subEnv struct {
 func newSubEnv(t *testing.T, withJobTools bool) *subEnv {
 	t.Helper()
 	sys, logs := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func (e *subEnv) pipeline() *tools.Pipeline {
 // run calls tool as the parent agent.
 func (e *subEnv) run(c context.Context, tool tools.Tool, args string) tools.Result {
 	call := tools.Call{ID: fmt.Sprintf("call-%d", e.calls.Add(1)), Name: tool.Name, Args: json.RawMessage(args),
-		Session: e.parent.Session(), Agent: e.parent}
+		Caller: tools.AsAgent(e.parent)}
 	return e.pipeline().Run(c, tool, call)
 }
 

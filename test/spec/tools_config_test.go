@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ func TestSpec065_ConfigSchemaDefaultsAndRejections(t *testing.T) {
 
 func TestSpec066_WaitDefaultAboveCapFailsToLoad(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{WaitTimeoutMs: i64(100), MaxWaitTimeoutMs: i64(50)})
 	require.ErrorIs(t, err, messages.ErrInvalidConfig)
@@ -41,7 +42,7 @@ func TestSpec066_WaitDefaultAboveCapFailsToLoad(t *testing.T) {
 	require.Equal(t, "tool-jobs: waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)", err.Error())
 
 	// A refused load attached nothing: no controller serves a start.
-	_, err = sys.Jobs().Start(live().Spec(nil))
+	_, err = sys.Jobs().Start(context.Background(), live().Spec(nil))
 	requireHinted(t, err, prefixNoController)
 
 	// Equal values are fine.
@@ -75,7 +76,7 @@ func TestSpec067_MaxConsecutiveWakesMustBeWholeTurns(t *testing.T) {
 
 func TestSpec068_DisposingTheMountDisarmsStart(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	preset := childScope(t, sys.Scope(), "preset")
 	m, err := jobtools.MountIn(sys.Jobs(), preset, jobtools.Config{})
@@ -88,14 +89,14 @@ func TestSpec068_DisposingTheMountDisarmsStart(t *testing.T) {
 
 	require.NoError(t, m.Dispose(ctx(t)))
 	require.Zero(t, countLabel(preset, "jobs.controller(tool-jobs)"))
-	_, err = sys.Jobs().Start(live().Spec(alice))
+	_, err = sys.Jobs().Start(context.Background(), live().Spec(alice))
 	requireHinted(t, err, prefixNoController)
 	require.NoError(t, m.Dispose(ctx(t)), "Dispose is idempotent")
 }
 
 func TestSpec069_ZeroConfigMountServesTools(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	preset := childScope(t, sys.Scope(), "preset")
 	m, err := jobtools.MountIn(sys.Jobs(), preset, jobtools.Config{})

@@ -90,7 +90,7 @@ func serveTools(t *testing.T, cfg jobtools.Config) *toolEnv {
 	sys, logs := troupetest.NewSystem(t)
 	e := &toolEnv{sys: sys, logs: logs}
 	var err error
-	e.agents, err = sys.Jobs().MountAgents(sys.Scope())
+	e.agents, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	e.mount, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg)
 	require.NoError(t, err)
@@ -104,7 +104,7 @@ func (e *toolEnv) agent(t *testing.T, parent *scope.Scope, session string) (*own
 	s := newSurface()
 	a, err := e.sys.NewAgent(parent, session, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
 	return a, s
 }
 
@@ -120,7 +120,7 @@ func callTool(c context.Context, m *jobtools.Mount, seq uint64, session, name, a
 			tool = tl
 		}
 	}
-	call := tools.Call{ID: fmt.Sprintf("call-%d", seq), Name: name, Args: json.RawMessage(args), Session: session}
+	call := tools.Call{ID: fmt.Sprintf("call-%d", seq), Name: name, Args: json.RawMessage(args), Caller: tools.AsSession(session)}
 	return m.Pipeline().Run(c, tool, call)
 }
 

@@ -237,7 +237,7 @@ func TestSpec107_NoticeReachesTheOwnerAfterTheAgentRegistryIsGone(t *testing.T) 
 	id2 := start(t, e.sys, p2.Spec(alice))
 
 	require.NoError(t, e.agents.Run(ctx(t)))
-	_, err := e.sys.Jobs().Start(live().Spec(alice))
+	_, err := e.sys.Jobs().Start(context.Background(), live().Spec(alice))
 	requireHinted(t, err, prefixNoAgentRegistry)
 
 	p1.Settle(job.Outcome{Status: job.Completed})
@@ -257,7 +257,7 @@ func TestSpec108_FailingInjectIsLogged(t *testing.T) {
 	s.fail = errors.New("unexpected inject bug")
 	alice, err := e.sys.NewAgent(nil, "alice", owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(alice))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), alice))
 	alice.SetBusy(true)
 	p := troupetest.NewProducer()
 	id := start(t, e.sys, p.Spec(alice))
@@ -282,7 +282,7 @@ func TestSpec108_PanickingInjectIsLoggedToo(t *testing.T) {
 	e := serveTools(t, jobtools.Config{})
 	alice, err := e.sys.NewAgent(nil, "alice", owner.Options{Surface: panicSurface{}})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(alice))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), alice))
 	alice.SetBusy(true)
 	p := troupetest.NewProducer()
 	id := start(t, e.sys, p.Spec(alice))
@@ -295,7 +295,7 @@ func TestSpec108_PanickingInjectIsLoggedToo(t *testing.T) {
 
 func TestSpec109_SiblingMountsDeliverOnce(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	a := childScope(t, sys.Scope(), "preset-a")
 	b := childScope(t, sys.Scope(), "preset-b")

@@ -1,6 +1,7 @@
 package supervisionsuite
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -30,26 +31,26 @@ func TestRegistryCrashMidAdmissionLosesNothing(t *testing.T) {
 
 	crashed := killable()
 	restore := fault.Install(fault.New(seed, fault.PointPercent(registry.PointStartCrash, 100)))
-	_, err := w.sys.Jobs().Start(crashed.Spec(a))
+	_, err := w.sys.Jobs().Start(context.Background(), crashed.Spec(a))
 	restore()
 	require.ErrorIs(t, err, messages.ErrRegistryFailed)
 	require.Equal(t, 1, crashed.Runs(), "the producer ran before the crash")
 	require.Equal(t, []string{registry.ReasonRegistryFailed}, crashed.Cancels(), "and was cancelled after it")
 
 	tenth := w.start(killable(), a) // the crashed start's slot was freed: alice has 9 live jobs
-	_, err = w.sys.Jobs().Start(killable().Spec(a))
+	_, err = w.sys.Jobs().Start(context.Background(), killable().Spec(a))
 	require.ErrorIs(t, err, messages.ErrCapacity, "10 live jobs, no more")
 	require.False(t, ids[tenth], "id %s handed out twice", tenth)
 	ids[tenth] = true
 
-	list, err := w.sys.Jobs().List("alice")
+	list, err := w.sys.Jobs().List(context.Background(), "alice")
 	require.NoError(t, err)
 	require.Len(t, list, 10, "no record of the crashed start")
 	for _, s := range list {
 		require.True(t, ids[s.Id], "unexpected job %s", s.Id)
 		require.Equal(t, "running", s.Status.Name(), "%s survived the registry's crash", s.Id)
 	}
-	res, snap, err := w.sys.Jobs().Kill(tenth, "alice", registry.KillOptions{Reason: "after the crash"})
+	res, snap, err := w.sys.Jobs().Kill(context.Background(), tenth, "alice", registry.KillOptions{Reason: "after the crash"})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	require.NotNil(t, snap)

@@ -1,6 +1,7 @@
 package supervisionsuite
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -33,7 +34,7 @@ func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
 	for i := range ids {
 		ids[i] = w.start(killable(), a)
 	}
-	_, err := w.sys.Jobs().Start(killable().Spec(a))
+	_, err := w.sys.Jobs().Start(context.Background(), killable().Spec(a))
 	require.ErrorIs(t, err, messages.ErrCapacity, "10 live jobs fill alice's bucket")
 
 	victim := ids[rng.IntN(len(ids))]
@@ -52,12 +53,12 @@ func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
 	require.Equal(t, supervision.Stopped, stop.Kind, "%s", stop)
 	require.Equal(t, supervision.CausePanic, stop.Cause)
 
-	_, err = w.sys.Jobs().Start(killable().Spec(a))
+	_, err = w.sys.Jobs().Start(context.Background(), killable().Spec(a))
 	require.NoError(t, err, "the panicked job's slot is free")
-	_, err = w.sys.Jobs().Start(killable().Spec(a))
+	_, err = w.sys.Jobs().Start(context.Background(), killable().Spec(a))
 	require.ErrorIs(t, err, messages.ErrCapacity, "and only that one")
 
-	snap, err := w.sys.Jobs().Get(victim, "alice")
+	snap, err := w.sys.Jobs().Get(context.Background(), victim, "alice")
 	require.NoError(t, err)
 	require.Equal(t, "failed", snap.Status.Name())
 	w.agree()
@@ -93,7 +94,7 @@ func TestOwnerCrashTearsItsJobsDown(t *testing.T) {
 	require.True(t, ok, "another owner's job is untouched")
 	_, ok = snap.Node(ownerRef(bystander))
 	require.True(t, ok)
-	require.Nil(t, w.sys.Jobs().RegisteredAgent("carol"), "the crashed incarnation left the agent registry")
+	require.Nil(t, w.sys.Jobs().RegisteredAgent(context.Background(), "carol"), "the crashed incarnation left the agent registry")
 	w.gone()
 	w.noRejections()
 }
@@ -188,7 +189,7 @@ func TestSnapshotAndEventsAgree(t *testing.T) {
 		"model kill": func() {
 			id := w.start(killable(), a)
 			want[jobRef(id)] = supervision.CauseKill
-			_, _, err := w.sys.Jobs().Kill(id, "alice", registry.KillOptions{})
+			_, _, err := w.sys.Jobs().Kill(ctx, id, "alice", registry.KillOptions{})
 			require.NoError(t, err)
 		},
 		"human kill": func() {
@@ -311,7 +312,7 @@ func TestNoOrphanAfterParentStops(t *testing.T) {
 		_, _, err := c.m.Start(ctx, c.parent, "spawn", "research", fmt.Sprintf("held-%d", i), subagent.Request{Prompt: "task"})
 		require.NoError(t, err)
 	}
-	require.Equal(t, 3, c.m.Live())
+	require.Equal(t, 3, c.m.Live(ctx))
 	require.NoError(t, c.m.Drain(ctx))
 	// Drain returns once no Activation is resident; their actors stop just after.
 	var held []supervision.Ref

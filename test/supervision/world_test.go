@@ -64,7 +64,7 @@ func (w *world) agent(session string) *owner.Agent {
 // start starts p's job owned by a (nil: unowned).
 func (w *world) start(p *troupetest.Producer, a *owner.Agent) string {
 	w.t.Helper()
-	id, err := w.sys.Jobs().Start(p.Spec(a))
+	id, err := w.sys.Jobs().Start(context.Background(), p.Spec(a))
 	require.NoError(w.t, err)
 	return id
 }
@@ -287,7 +287,7 @@ func (w *world) continuations() *continuations {
 	in := &inbox{msgs: make(chan owner.Message, 64)}
 	parent, err := w.sys.NewAgent(nil, "P", owner.Options{Surface: in})
 	require.NoError(w.t, err)
-	require.NoError(w.t, w.sys.Jobs().RegisterAgent(parent))
+	require.NoError(w.t, w.sys.Jobs().RegisterAgent(context.Background(), parent))
 	return &continuations{m: m, store: store, runner: runner, parent: parent, inbox: in}
 }
 

@@ -76,11 +76,11 @@ func (t *Tools) Send() tools.Tool {
 			if err := tools.DecodeArgs(call.Args, &args); err != nil {
 				return tools.ErrorResult(err)
 			}
-			if call.Agent == nil {
+			if call.Caller.Agent() == nil {
 				return tools.ErrorResult(errors.New("send_message requires a calling agent (exec.agent was undefined)"))
 			}
-			id, err := t.m.Followup(ctx, call.Agent, args.SubagentID, args.Message,
-				session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: call.Agent.Session()})
+			id, err := t.m.Followup(ctx, call.Caller.Agent(), args.SubagentID, args.Message,
+				session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: call.Caller.Agent().Session()})
 			if err != nil {
 				return tools.ErrorResult(err)
 			}
@@ -105,10 +105,10 @@ func (t *Tools) Interrupt() tools.Tool {
 			if err := tools.DecodeArgs(call.Args, &args); err != nil {
 				return tools.ErrorResult(err)
 			}
-			if call.Agent == nil {
+			if call.Caller.Agent() == nil {
 				return tools.ErrorResult(errors.New("interrupt_agent requires a calling agent (exec.agent was undefined)"))
 			}
-			if err := t.m.Interrupt(args.AgentID, activation.Authority{Ancestor: call.Agent}); err != nil {
+			if err := t.m.Interrupt(ctx, args.AgentID, activation.Authority{Ancestor: call.Caller.Agent()}); err != nil {
 				return tools.ErrorResult(err)
 			}
 			return tools.TextResult("interrupt requested for agent "+args.AgentID, InterruptValue{Accepted: true})
@@ -130,11 +130,11 @@ func (t *Tools) List() tools.Tool {
 			if args.Scope != "" && args.Scope != "children" && args.Scope != "descendants" {
 				return tools.ErrorResult(errors.New(`invalid scope: expected "children" or "descendants", got ` + strconv.Quote(args.Scope)))
 			}
-			if call.Agent == nil {
+			if call.Caller.Agent() == nil {
 				return tools.ErrorResult(errors.New("list_agents requires a calling agent (exec.agent was undefined)"))
 			}
 			descendants := args.Scope == "descendants"
-			items, err := t.m.List(call.Agent, descendants)
+			items, err := t.m.List(ctx, call.Caller.Agent(), descendants)
 			if err != nil {
 				return tools.ErrorResult(err)
 			}
@@ -181,10 +181,10 @@ func (t *Tools) Report() tools.Tool {
 			if err := tools.DecodeArgs(call.Args, &args); err != nil {
 				return tools.ErrorResult(err)
 			}
-			if call.Agent == nil {
+			if call.Caller.Agent() == nil {
 				return tools.ErrorResult(errors.New("report requires a calling agent (exec.agent was undefined)"))
 			}
-			id, err := t.m.Report(call.Agent, args.Content, t.reportDelivery == Quiet)
+			id, err := t.m.Report(ctx, call.Caller.Agent(), args.Content, t.reportDelivery == Quiet)
 			if err != nil {
 				return tools.ErrorResult(err)
 			}

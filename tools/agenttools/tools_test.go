@@ -33,10 +33,7 @@ func call(t *testing.T, tool tools.Tool, agent *owner.Agent, args any) tools.Res
 	t.Helper()
 	raw, err := json.Marshal(args)
 	require.NoError(t, err)
-	c := tools.Call{ID: "c", Name: tool.Name, Args: raw, Agent: agent}
-	if agent != nil {
-		c.Session = agent.Session()
-	}
+	c := tools.Call{ID: "c", Name: tool.Name, Args: raw, Caller: tools.AsAgent(agent)}
 	return (&tools.Pipeline{}).Run(context.Background(), tool, c)
 }
 
@@ -66,7 +63,7 @@ func TestSendListInterrupt(t *testing.T) {
 	notices := make(inbox, 8)
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: notices})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	stranger := troupetest.Agent(t, sys, "X")
 
 	require.Equal(t, "(no subagents)", text(t, call(t, tl.List(), parent, map[string]any{})))

@@ -27,7 +27,7 @@ func BenchmarkJobOutputStream(b *testing.B) {
 	p := troupetest.NewProducer()
 	p.Stream = true
 	p.OnCancel = &job.Outcome{Status: job.Killed}
-	id, err := sys.Jobs().Start(p.Spec(nil))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(b, err)
 	args, _ := json.Marshal(map[string]any{"job_id": id})
 	pipe := m.Pipeline()
@@ -45,10 +45,10 @@ func BenchmarkRawRead(b *testing.B) {
 	p := troupetest.NewProducer()
 	p.Stream = true
 	p.OnCancel = &job.Outcome{Status: job.Killed}
-	id, err := sys.Jobs().Start(p.Spec(nil))
+	id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(b, err)
 	for b.Loop() {
-		if _, _, err := sys.Jobs().Read(id, ""); err != nil {
+		if _, _, err := sys.Jobs().Read(context.Background(), id, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -66,18 +66,18 @@ func BenchmarkNoticeLatency(b *testing.B) {
 	sys, _ := troupetest.NewSystem(b)
 	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(b, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(b, err)
 	surface := make(chanSurface, 1)
 	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
 	require.NoError(b, err)
-	require.NoError(b, sys.Jobs().RegisterAgent(a))
+	require.NoError(b, sys.Jobs().RegisterAgent(context.Background(), a))
 	a.SetBusy(true)
 	var total time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		p := troupetest.NewProducer()
-		_, err := sys.Jobs().Start(p.Spec(a))
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(a))
 		require.NoError(b, err)
 		b.StartTimer()
 		start := time.Now()
@@ -115,7 +115,7 @@ func BenchmarkMemoryOfGiBOutputJob(b *testing.B) {
 				}
 			}
 		}()
-		id, err := sys.Jobs().Start(process.Shell("head -c 1073741824 /dev/zero", process.Config{}))
+		id, err := sys.Jobs().Start(context.Background(), process.Shell("head -c 1073741824 /dev/zero", process.Config{}))
 		require.NoError(b, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		_, err = sys.Jobs().AwaitSettled(ctx, id, "")

@@ -60,7 +60,7 @@ var fuzzJobs = map[string]struct {
 // by the limit of the job its arguments name when the caller can see that job.
 func FuzzDecodeArgs(f *testing.F) {
 	sys, _ := troupetest.NewSystem(f)
-	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err := sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		f.Fatal(err)
 	}
 	one, two := int64(1), int64(2)
@@ -72,11 +72,11 @@ func FuzzDecodeArgs(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := sys.Jobs().RegisterAgent(alice); err != nil {
+	if err := sys.Jobs().RegisterAgent(context.Background(), alice); err != nil {
 		f.Fatal(err)
 	}
 	start := func(spec job.Spec) {
-		if _, err := sys.Jobs().Start(spec); err != nil {
+		if _, err := sys.Jobs().Start(context.Background(), spec); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -124,7 +124,7 @@ func FuzzDecodeArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, args []byte, sel uint8) {
 		name := names[int(sel)%len(names)]
 		session := sessions[int(sel)/len(names)%len(sessions)]
-		call := tools.Call{ID: "fuzz", Name: name, Args: args, Session: session}
+		call := tools.Call{ID: "fuzz", Name: name, Args: args, Caller: tools.AsSession(session)}
 		res := m.Pipeline().Run(context.Background(), byName[name], call)
 
 		text, ok := res.SingleText()

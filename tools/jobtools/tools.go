@@ -115,11 +115,11 @@ func (t *Tools) output(ctx context.Context, call tools.Call) tools.Result {
 			ms = *args.TimeoutMs
 		}
 		ms = min(ms, float64(t.cfg.MaxWaitTimeoutMs))
-		if _, err := t.jobs.Wait(ctx, id, time.Duration(ms*float64(time.Millisecond)), call.Session); err != nil {
+		if _, err := t.jobs.Wait(ctx, id, time.Duration(ms*float64(time.Millisecond)), call.Caller.Session()); err != nil {
 			return tools.ErrorResult(err)
 		}
 	}
-	text, snap, err := t.jobs.Read(id, call.Session)
+	text, snap, err := t.jobs.Read(ctx, id, call.Caller.Session())
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -131,7 +131,7 @@ func (t *Tools) list(ctx context.Context, call tools.Call) tools.Result {
 	if err := tools.DecodeArgs(call.Args, &args); err != nil {
 		return tools.ErrorResult(err)
 	}
-	jobs, err := t.jobs.List(call.Session)
+	jobs, err := t.jobs.List(ctx, call.Caller.Session())
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -157,7 +157,7 @@ func (t *Tools) kill(ctx context.Context, call tools.Call) tools.Result {
 	if args.Reason != nil {
 		reason = *args.Reason
 	}
-	res, snap, err := t.jobs.Kill(*args.JobID, call.Session, registry.KillOptions{Reason: reason})
+	res, snap, err := t.jobs.Kill(ctx, *args.JobID, call.Caller.Session(), registry.KillOptions{Reason: reason})
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -178,12 +178,12 @@ func jobIDOf(call tools.Call) string {
 }
 
 // lookupLimit finds the job's outputLimitBytes among the caller's visible jobs.
-func (t *Tools) lookupLimit(call tools.Call) (int64, bool) {
+func (t *Tools) lookupLimit(ctx context.Context, call tools.Call) (int64, bool) {
 	id := jobIDOf(call)
 	if id == "" {
 		return 0, false
 	}
-	snap, err := t.jobs.Get(id, call.Session)
+	snap, err := t.jobs.Get(ctx, id, call.Caller.Session())
 	if err != nil || snap.OutputLimitBytes == nil {
 		return 0, false
 	}
@@ -194,7 +194,7 @@ func (t *Tools) lookupLimit(call tools.Call) (int64, bool) {
 // the job's output limit at call start, before policy runs.
 func (t *Tools) CaptureLimit(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 	if (call.Name == NameOutput || call.Name == NameKill) && call.ID != "" {
-		if limit, ok := t.lookupLimit(*call); ok {
+		if limit, ok := t.lookupLimit(ctx, *call); ok {
 			t.limits.Lock()
 			t.limits.m[call.ID] = limit
 			t.limits.Unlock()
@@ -215,7 +215,7 @@ func (t *Tools) Finalize(ctx context.Context, call tools.Call, res tools.Result)
 	delete(t.limits.m, call.ID)
 	t.limits.Unlock()
 	if !ok {
-		if limit, ok = t.lookupLimit(call); !ok {
+		if limit, ok = t.lookupLimit(ctx, call); !ok {
 			return res
 		}
 	}

@@ -52,7 +52,7 @@ func BenchmarkJobLifecycle(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
 		p := troupetest.NewProducer()
-		id, err := e.sys.Jobs().Start(p.Spec(e.parent))
+		id, err := e.sys.Jobs().Start(ctx, p.Spec(e.parent))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,8 +13,8 @@
 //     a subagent.Continuable provider. The tool is offered (Mount.Tools) only while
 //     its provider is registered; a provider registered later that fails the checks
 //     is refused.
-//  3. Run the tool with a tools.Call that names the calling agent (Call.Agent and
-//     Call.Session); a call without an agent fails.
+//  3. Run the tool with a tools.Call whose Caller is the calling agent
+//     (tools.AsAgent); a call without an agent fails.
 //  4. Foreground: the result is the child's final text, or an errored result
 //     naming how the run ended. The run is always disposed before the call returns.
 //  5. One-shot background: the call returns `started background subagent job

@@ -16,7 +16,7 @@ func ExampleMountIn() {
 	ctx := context.Background()
 	sys, _ := troupe.New(troupe.DefaultConfig())
 	defer sys.Shutdown(ctx)
-	_, _ = sys.Jobs().MountAgents(sys.Scope())
+	_, _ = sys.Jobs().MountAgents(ctx, sys.Scope())
 	rt, _ := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	_, _ = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), subagent.NewScripted(subagent.Reply{Text: "42"})))
 
@@ -24,10 +24,10 @@ func ExampleMountIn() {
 	m, _ := subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
 	agent, _ := sys.NewAgent(nil, "main")
-	_ = sys.Jobs().RegisterAgent(agent)
+	_ = sys.Jobs().RegisterAgent(ctx, agent)
 
 	call := func(tool tools.Tool, args string) string {
-		res := jobs.Pipeline().Run(ctx, tool, tools.Call{ID: "c", Name: tool.Name, Args: []byte(args), Session: "main", Agent: agent})
+		res := jobs.Pipeline().Run(ctx, tool, tools.Call{ID: "c", Name: tool.Name, Args: []byte(args), Caller: tools.AsAgent(agent)})
 		return res.Content[0].Text
 	}
 	fmt.Println(call(m.Tool(), `{"description":"answer the question","prompt":"6 times 7?"}`))

@@ -41,7 +41,7 @@ type env struct {
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
 	sys, logs := troupetest.NewSystem(tb)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(tb, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(tb, err)
@@ -51,7 +51,7 @@ func newEnv(tb testing.TB) *env {
 	require.NoError(tb, err)
 	parent, err := sys.NewAgent(sc, "parent")
 	require.NoError(tb, err)
-	require.NoError(tb, sys.Jobs().RegisterAgent(parent))
+	require.NoError(tb, sys.Jobs().RegisterAgent(context.Background(), parent))
 	return &env{sys: sys, rt: rt, sc: sc, jobs: jobs, parent: parent}
 }
 
@@ -74,7 +74,7 @@ func (e *env) mount(tb testing.TB, cfg subagenttool.Config) *subagenttool.Mount 
 // run calls tool as the parent agent, through the job tools' pipeline.
 func (e *env) run(ctx context.Context, tool tools.Tool, args string) tools.Result {
 	call := tools.Call{ID: fmt.Sprintf("call-%d", e.calls.Add(1)), Name: tool.Name, Args: json.RawMessage(args),
-		Session: e.parent.Session(), Agent: e.parent}
+		Caller: tools.AsAgent(e.parent)}
 	return e.jobs.Pipeline().Run(ctx, tool, call)
 }
 

@@ -221,7 +221,7 @@ func (m *Mount) execute(ctx context.Context, call tools.Call) tools.Result {
 		}
 		background = *v
 	}
-	if call.Agent == nil {
+	if call.Caller.Agent() == nil {
 		return tools.ErrorResult(errors.New(TextNoAgent))
 	}
 	req := m.request(call, *args.Description, *args.Prompt)
@@ -235,11 +235,11 @@ func (m *Mount) execute(ctx context.Context, call tools.Call) tools.Result {
 }
 
 func (m *Mount) request(call tools.Call, description, prompt string) subagent.Request {
-	parent := subagent.Parent{Session: call.Session}
+	parent := subagent.Parent{Session: call.Caller.Session()}
 	if m.deps.ParentOf != nil {
 		parent = m.deps.ParentOf(call)
 		if parent.Session == "" {
-			parent.Session = call.Session
+			parent.Session = call.Caller.Session()
 		}
 	}
 	req := subagent.Request{Prompt: prompt, Label: description, Persona: m.cfg.Persona, Parent: parent}
@@ -278,7 +278,7 @@ func collect(ctx context.Context, run *subagent.Run) (res subagent.Result, resEr
 
 // foreground starts the run, awaits its result and then its disposal (SPEC §5.4).
 func (m *Mount) foreground(ctx context.Context, call tools.Call, req subagent.Request) tools.Result {
-	run, err := m.deps.Subagents.Start(ctx, m.cfg.Provider, req, call.Agent)
+	run, err := m.deps.Subagents.Start(ctx, m.cfg.Provider, req, call.Caller.Agent())
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -304,8 +304,8 @@ func (m *Mount) background(call tools.Call, req subagent.Request) tools.Result {
 	if m.deps.Jobs == nil {
 		return tools.ErrorResult(errors.New(TextNoJobs))
 	}
-	parent := call.Agent
-	id, err := m.deps.Jobs.Start(job.Spec{Kind: JobKind, Label: req.Label, Owner: parent, Run: func() (job.Hooks, error) {
+	parent := call.Caller.Agent()
+	id, err := m.deps.Jobs.Start(context.Background(), job.Spec{Kind: JobKind, Label: req.Label, Owner: parent, Run: func() (job.Hooks, error) {
 		jctx, cancel := context.WithCancelCause(context.Background())
 		done := make(chan job.Outcome, 1)
 		go func() {
@@ -340,7 +340,7 @@ func (m *Mount) continuable(ctx context.Context, call tools.Call, req subagent.R
 	if m.deps.Continuations == nil {
 		return tools.ErrorResult(messages.Errorf(subagent.CodeContinuationUnavailable, "%s", TextContinuationUnavailable))
 	}
-	childID, _, err := m.deps.Continuations.StartContinuable(ctx, m.cfg.Provider, req.Label, req, call.Agent)
+	childID, _, err := m.deps.Continuations.StartContinuable(ctx, m.cfg.Provider, req.Label, req, call.Caller.Agent())
 	if err != nil {
 		return tools.ErrorResult(err)
 	}

@@ -133,7 +133,7 @@ func TestCallWithoutAnAgent(t *testing.T) {
 	runner := subagent.NewScripted(subagent.Reply{Text: "never"})
 	e.register(t, subagent.NewSpawn(e.sys.Actors(), runner))
 	m := e.mount(t, subagenttool.Config{Provider: "spawn"})
-	res := m.Tool().Execute(testCtx(t), tools.Call{ID: "c", Name: "subagent", Args: []byte(`{"description":"d","prompt":"p"}`), Session: "parent"})
+	res := m.Tool().Execute(testCtx(t), tools.Call{ID: "c", Name: "subagent", Args: []byte(`{"description":"d","prompt":"p"}`), Caller: tools.AsSession("parent")})
 	require.Equal(t, "Error: subagent tool requires a calling agent (exec.agent was undefined)", resultText(t, res, true))
 	require.Empty(t, runner.Turns())
 }

@@ -16,8 +16,11 @@ package troupe
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +63,14 @@ type Config struct {
 	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
 	// (a discarding protoactor logger and a 10 ms dead-letter throttle).
 	ActorSystemOptions []actor.ConfigOption
+	// SettleTimeout is opt-in (zero: off, SPEC's semantics stand): a job that stays
+	// stopping longer than this after a kill (or a teardown cancel) landed — its
+	// Done never sends — settles failed with job.TextSettleTimeout, frees its slot,
+	// and is logged; its work may be orphaned. A negative value is invalid.
+	SettleTimeout time.Duration
+	// AfterFunc arms the SettleTimeout timers: it calls f once after d and returns
+	// the timer's stop. nil means time.AfterFunc; tests pass a fake clock's.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // DefaultConfig returns the defaults with every optional value left unset.
@@ -70,6 +81,10 @@ func (c Config) Validate() error {
 	if p := c.MaxConcurrentJobsPerOwner; p != nil && (*p < 1 || *p > maxSafeInteger) {
 		return messages.Errorf(messages.CodeInvalidConfig,
 			"invalid maxConcurrentJobsPerOwner: expected a positive safe integer, got %d", *p)
+	}
+	if c.SettleTimeout < 0 {
+		return messages.Errorf(messages.CodeInvalidConfig,
+			"invalid settleTimeout: expected zero (off) or a positive duration, got %s", c.SettleTimeout)
 	}
 	return nil
 }
@@ -150,6 +165,8 @@ func New(cfg Config) (*System, error) {
 		Dispatcher:                cfg.Dispatcher,
 		Watcher:                   s.watch,
 		Inspector:                 tree.PID(),
+		SettleTimeout:             cfg.SettleTimeout,
+		AfterFunc:                 cfg.AfterFunc,
 	}, s.stopped)
 	if err != nil {
 		_ = tree.Stop(context.Background())
@@ -227,18 +244,73 @@ func (s *System) StartController(cfg controller.Config) (*controller.Controller,
 	return controller.Spawn(s.jobs, s.root, s.tree.PID(), cfg)
 }
 
-// Shutdown stops the system in two phases: first it refuses new work and tears down
+// Shutdown stops the system in two phases: first it refuses new work — a Start
+// made once Shutdown has been called fails with troupe/stopped — and tears down
 // (the global scope's agents and registrations, then every job, SPEC §2.11's service
 // disposal), then it stops the actors and waits for them. It is idempotent; every
-// call waits for the same shutdown, until ctx ends.
+// call waits for the same shutdown.
+//
+// When ctx ends first, every job still live — a Cancel that blocks, a Done that
+// never sends — is settled failed with job.TextShutdownDeadline (its work may be
+// orphaned: troupe cannot reach into a producer), its slot is freed, and Shutdown
+// returns a job/shutdown-timeout error naming those jobs (it matches ctx's error
+// too). The rest of the stop then runs on; a producer goroutine stuck in its own
+// Cancel stays stuck until that Cancel returns.
 func (s *System) Shutdown(ctx context.Context) error {
-	s.shutdown.Do(func() { go s.stop() })
+	s.shutdown.Do(func() {
+		s.jobs.CloseAdmission() // queued before this call returns: later Starts are refused
+		go s.stop()
+	})
 	select {
 	case <-s.done:
 		return s.err
 	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	return s.forceStop(ctx)
+}
+
+// forceGrace bounds Shutdown's wait, after its deadline, for the forced settlements
+// (each a message to a job actor that never waits) and for the rest of the stop.
+const forceGrace = 2 * time.Second
+
+// forceStop settles every live job failed (Shutdown's deadline has passed), waits a
+// short grace for the stop to finish, and reports what was forced.
+func (s *System) forceStop(ctx context.Context) error {
+	grace, cancel := context.WithTimeout(context.Background(), forceGrace)
+	defer cancel()
+	ids, err := s.jobs.ForceFailLive(grace, job.TextShutdownDeadline,
+		"jobs: job %s did not stop before the shutdown deadline; job record forced failed and work may be orphaned")
+	if err != nil && !errors.Is(err, messages.ErrStopped) {
+		return &messages.Error{Code: messages.CodeShutdownTimeout,
+			Message: "shutdown deadline passed and the job registry did not answer: " + err.Error(), Cause: errors.Join(ctxCause(ctx), err)}
+	}
+	select {
+	case <-s.done:
+	case <-grace.Done():
+	}
+	if len(ids) == 0 {
+		select {
+		case <-s.done:
+			return s.err
+		default:
+		}
+		return &messages.Error{Code: messages.CodeShutdownTimeout,
+			Message: "shutdown deadline passed before the teardown finished: " + ctx.Err().Error(), Cause: ctxCause(ctx)}
+	}
+	return &messages.Error{Code: messages.CodeShutdownTimeout,
+		Message: fmt.Sprintf("shutdown deadline passed: %d job(s) did not stop in time and were forced failed (work may be orphaned): %s",
+			len(ids), strings.Join(ids, ", ")),
+		Details: map[string]string{"jobIds": strings.Join(ids, ",")}, Cause: ctxCause(ctx)}
+}
+
+// ctxCause is ctx's error joined with its cause when that differs, so errors.Is
+// matches both.
+func ctxCause(ctx context.Context) error {
+	err := ctx.Err()
+	if c := context.Cause(ctx); c != nil && c != err {
+		return errors.Join(err, c)
+	}
+	return err
 }
 
 func (s *System) stop() {

@@ -246,10 +246,9 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 	reply := make(chan startRes, 1)
 	m.root.Send(m.pid, &startReq{ctx: ctx, parent: parent, id: childID, label: label, descriptor: desc,
 		seed: seed.History, req: req, content: text(req.Prompt), reply: reply})
-	res, err := awaitCtx(ctx, reply)
-	if err != nil {
-		return "", "", err
-	}
+	// The directory carries ctx through every step before acceptance and answers
+	// once it has rolled back what it started, so this reply always comes.
+	res := <-reply
 	if res.err != nil {
 		return "", "", res.err
 	}
@@ -282,10 +281,7 @@ func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, co
 	}
 	reply := make(chan acceptRes, 1)
 	m.root.Send(m.pid, &followupReq{ctx: ctx, parent: parent, id: childID, content: text(content), source: source, reply: reply})
-	res, err := awaitCtx(ctx, reply)
-	if err != nil {
-		return "", err
-	}
+	res := <-reply // the directory applies ctx up to acceptance and always answers
 	return res.id, res.err
 }
 

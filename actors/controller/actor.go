@@ -80,12 +80,23 @@ type controllerActor struct {
 	timer   *time.Timer // the pending flush, nil if none
 	// inspector receives the actor's lifecycle events (the supervision tree's).
 	inspector *actor.PID
+	// life bounds the kills in flight: cancelled when the actor stops.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 func (a *controllerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.JobKill:
-		c.Respond(a.kill(m))
+		// The kill waits for the producer's Cancel, which may block: it runs off the
+		// mailbox, so one stuck job holds up no other human request.
+		sender, root, life := c.Sender(), c.ActorSystem().Root, a.life
+		go func() {
+			r := a.kill(life, m)
+			if sender != nil {
+				root.Send(sender, r)
+			}
+		}()
 	case *messages.JobListOpen:
 		a.openRoster(c, m)
 	case *messages.JobFollowOpen:
@@ -123,6 +134,9 @@ func (a *controllerActor) Receive(c actor.Context) {
 			}
 		}
 	case *actor.Stopping:
+		if a.endLife != nil {
+			a.endLife()
+		}
 		if a.timer != nil {
 			a.timer.Stop()
 		}
@@ -131,6 +145,7 @@ func (a *controllerActor) Receive(c actor.Context) {
 		}
 		clear(a.rosters)
 	case *actor.Started:
+		a.life, a.endLife = context.WithCancel(context.Background())
 		supervision.Emit(c, a.inspector, supervision.Event{Kind: supervision.Spawned,
 			Node: supervision.Ref{Kind: supervision.KindController, ID: c.Self().Id}, Actor: c.Self().Id})
 	case *actor.Stopped:
@@ -140,8 +155,8 @@ func (a *controllerActor) Receive(c actor.Context) {
 }
 
 // kill is job.kill: lookup, fence and a non-claiming kill, in one registry message.
-func (a *controllerActor) kill(m *messages.JobKill) *messages.JobKillReply {
-	res, _, err := a.jobs.Kill(context.Background(), m.JobId, m.SessionId, registry.KillOptions{Reason: ReasonUser, NoClaim: true})
+func (a *controllerActor) kill(ctx context.Context, m *messages.JobKill) *messages.JobKillReply {
+	res, _, err := a.jobs.Kill(ctx, m.JobId, m.SessionId, registry.KillOptions{Reason: ReasonUser, NoClaim: true})
 	if err != nil {
 		return &messages.JobKillReply{Error: notFound(err, m.SessionId, m.JobId)}
 	}

@@ -29,9 +29,14 @@ type Outcome struct {
 
 // Hooks are what a producer's Run returns.
 //
-// Cancel is called on the job actor; it must not block, must be idempotent and must
-// eventually make the producer send its outcome on Done. A returned error (or a
-// panic) means the cancel failed and changes nothing.
+// Cancel is called for the job actor on a goroutine troupe owns, one call at a time
+// and never together with ReadOutput; it should not block, must be idempotent and
+// must eventually make the producer send its outcome on Done. A returned error (or
+// a panic) means the cancel failed and changes nothing. A Cancel that blocks holds
+// up only its own job: its kills and reads wait (until their callers' ctx ends),
+// while its waits, every other job and the registry go on. A Done that never sends
+// keeps the job stopping until Shutdown's deadline or the opt-in SettleTimeout
+// settles it failed.
 //
 // Done carries exactly one Outcome, sent after the producer released its
 // resources. troupe reads one value; a channel closed without one settles failed.

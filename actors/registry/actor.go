@@ -392,11 +392,11 @@ func (r *registryActor) startReq(c actor.Context, m *startReq) {
 }
 
 func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
-	if r.disposing != nil || r.disposed {
-		return "", errDisposed()
-	}
 	if r.refusing {
 		return "", &messages.Error{Code: messages.CodeStopped, Message: TextShuttingDown}
+	}
+	if r.disposing != nil || r.disposed {
+		return "", errDisposed()
 	}
 	var chain []scope.ID
 	if spec.Owner != nil {

@@ -195,6 +195,9 @@ func (m *Manager) StartContinuable(ctx context.Context, provider, label string, 
 // acceptance: any failure before it — ctx's end included — rolls the child back
 // entirely and returns no ids.
 func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
+	if ctx.Err() != nil {
+		return "", "", job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return "", "", unavailable()
 	}
@@ -270,6 +273,9 @@ func prepare(ctx context.Context, cp subagent.Continuable, req subagent.Request)
 // parent of record. ctx governs only lookup and admission: the answer says whether
 // the message was accepted, and a ctx that ends after acceptance changes nothing.
 func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
+	if ctx.Err() != nil {
+		return "", job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return "", unavailable()
 	}
@@ -289,6 +295,9 @@ func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, co
 // It returns once admitted; the turn ends asynchronously. Without the agent
 // service it is a silent no-op.
 func (m *Manager) Interrupt(ctx context.Context, target string, auth Authority) error {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return nil
 	}
@@ -304,6 +313,9 @@ func (m *Manager) Interrupt(ctx context.Context, target string, auth Authority) 
 // Report relays content from a live continuable child to its parent (SPEC §6.6):
 // steered into the parent's next step (waking it when idle), or injected when quiet.
 func (m *Manager) Report(ctx context.Context, child *owner.Agent, content string, quiet bool) (string, error) {
+	if ctx.Err() != nil {
+		return "", job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return "", unavailable()
 	}
@@ -340,6 +352,9 @@ func (m *Manager) status(pid *actor.PID) (Status, bool) {
 // List returns parent's continuable children (or all its descendants), with
 // statuses: running, idle (resident and waiting) or ready (no Activation).
 func (m *Manager) List(ctx context.Context, parent *owner.Agent, descendants bool) ([]Listed, error) {
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
 	if !m.available(ctx) || m.deps.Store == nil || parent == nil {
 		return []Listed{}, nil
 	}
@@ -349,6 +364,9 @@ func (m *Manager) List(ctx context.Context, parent *owner.Agent, descendants boo
 // Status returns the Activation of childID, if one is resident (false also when
 // ctx ends first).
 func (m *Manager) Status(ctx context.Context, childID string) (Status, bool) {
+	if ctx.Err() != nil {
+		return Status{}, false
+	}
 	e, ok := m.resident(ctx, childID)[childID]
 	if !ok {
 		return Status{}, false
@@ -368,6 +386,9 @@ func (m *Manager) Agent(ctx context.Context, childID string) *owner.Agent {
 // Live returns how many Activations are resident (a gauge for tests; 0 when ctx
 // ends before the answer).
 func (m *Manager) Live(ctx context.Context) int {
+	if ctx.Err() != nil {
+		return 0
+	}
 	reply := make(chan int, 1)
 	m.root.Send(m.pid, &gaugeReq{reply: reply})
 	n, _ := awaitCtx(ctx, reply) // 0 when ctx ends first
@@ -393,6 +414,9 @@ func (m *Manager) Drain(ctx context.Context) error {
 // parent must be the exact live parent agent. It returns once they are disposed or
 // ctx ends. Without the agent service it is a silent no-op.
 func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Agent, ids []string) error {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return nil
 	}
@@ -415,6 +439,9 @@ func (m *Manager) DrainContinuableChildren(ctx context.Context, parent *owner.Ag
 // It returns once they are disposed or ctx ends. Without the agent service it is a
 // silent no-op.
 func (m *Manager) DrainContinuableDescendants(ctx context.Context, parents []*owner.Agent) error {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	if !m.available(ctx) {
 		return nil
 	}

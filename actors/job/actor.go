@@ -426,10 +426,13 @@ func ctxErr(ctx context.Context) error {
 // cause with errors.Is.
 func Aborted(ctx context.Context) error {
 	cause := ctx.Err()
+	if cause == nil {
+		cause = context.Canceled // not ended: only a caller's mistake gets here
+	}
 	if c := context.Cause(ctx); c != nil && c != cause {
 		cause = errors.Join(cause, c)
 	}
-	return &messages.Error{Code: messages.CodeAborted, Message: "call aborted: " + ctx.Err().Error(), Cause: cause}
+	return &messages.Error{Code: messages.CodeAborted, Message: "call aborted: " + cause.Error(), Cause: cause}
 }
 
 // protect runs f, turning a panic into an error whose message is fmt.Sprint of the

@@ -61,16 +61,24 @@ func stoppedErr() error {
 	return &messages.Error{Code: messages.CodeStopped, Message: "troupe system is shut down"}
 }
 
+// await waits for the one reply on ch; a reply already there wins over the
+// system's stop and ctx's end.
 func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
+	var err error
 	select {
 	case v := <-ch:
 		return v, nil
 	case <-c.stopped:
-		var zero T
-		return zero, stoppedErr()
+		err = stoppedErr()
 	case <-ctx.Done():
+		err = job.Aborted(ctx)
+	}
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
 		var zero T
-		return zero, job.Aborted(ctx)
+		return zero, err
 	}
 }
 
@@ -78,6 +86,9 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 // the new id (`<kind>-N`) or a coded error; on error nothing is registered. A Start
 // aborted by ctx after it was sent may still register its job (it is listed).
 func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
+	if ctx.Err() != nil {
+		return "", job.Aborted(ctx)
+	}
 	reply := make(chan startRes, 1)
 	c.root.Send(c.pid, &startReq{spec: spec, reply: reply})
 	res, err := await(ctx, c, reply)
@@ -90,6 +101,9 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 // Get returns a non-consuming snapshot of a job visible to caller (a session id; ""
 // for a caller with no agent). It never touches the read cursor or the claim.
 func (c *Client) Get(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
 	reply := make(chan getRes, 1)
 	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply})
 	res, err := await(ctx, c, reply)
@@ -103,6 +117,9 @@ func (c *Client) Get(ctx context.Context, id, caller string) (*messages.JobSnaps
 // included — has run, and returns the settled snapshot. Unlike Wait it claims
 // nothing and counts as no waiter: it is an observation, for UIs and tests.
 func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
 	reply := make(chan getRes, 1)
 	c.root.Send(c.pid, &observeReq{id: id, caller: caller, reply: reply})
 	select {
@@ -118,6 +135,9 @@ func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages
 // Record returns a job's output record (nil if the job declared none) and a
 // snapshot, under read's fence. It touches neither the read cursor nor the claim.
 func (c *Client) Record(ctx context.Context, id, caller string) (*job.Record, *messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return nil, nil, job.Aborted(ctx)
+	}
 	reply := make(chan recordRes, 1)
 	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply})
 	res, err := await(ctx, c, reply)
@@ -130,6 +150,9 @@ func (c *Client) Record(ctx context.Context, id, caller string) (*job.Record, *m
 // List returns the jobs visible to caller in registration order: its session's own
 // and every unowned job.
 func (c *Client) List(ctx context.Context, caller string) ([]*messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
 	res, err := await(ctx, c, c.ListAsync(caller))
 	if err != nil {
 		return nil, err
@@ -152,6 +175,9 @@ func (c *Client) ListAsync(caller string) <-chan ListResult {
 // its completion report. A read whose ctx ended before the job actor took it up
 // reads nothing (a stream's delta stays for the next read).
 func (c *Client) Read(ctx context.Context, id, caller string) (string, *messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return "", nil, job.Aborted(ctx)
+	}
 	reply := make(chan job.ReadResult, 1)
 	c.root.Send(c.pid, &job.Read{ID: id, Caller: caller, Ctx: ctx, Reply: reply})
 	res, err := await(ctx, c, reply)
@@ -176,6 +202,9 @@ type KillOptions struct {
 // its Cancel started changes nothing; one whose Cancel was already running lands
 // when (if) that Cancel returns.
 func (c *Client) Kill(ctx context.Context, id, caller string, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
+	if ctx.Err() != nil {
+		return 0, nil, job.Aborted(ctx)
+	}
 	reply := make(chan job.KillResult, 1)
 	c.root.Send(c.pid, &job.Kill{ID: id, Caller: caller, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: reply})
 	res, err := await(ctx, c, reply)
@@ -214,6 +243,9 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 
 // Waiters returns how many waits are pending on a job (test inspection).
 func (c *Client) Waiters(ctx context.Context, id string) (int, error) {
+	if ctx.Err() != nil {
+		return 0, job.Aborted(ctx)
+	}
 	reply := make(chan int, 1)
 	c.root.Send(c.pid, &job.CountWaiters{ID: id, Reply: reply})
 	return await(ctx, c, reply)
@@ -287,6 +319,9 @@ func (c *Client) MountAgents(ctx context.Context, sc *scope.Scope) (*scope.Effec
 // register attaches req and adds its detaching effect to sc. An attach aborted by
 // ctx is detached again (the detach is queued behind it), so none is left behind.
 func (c *Client) register(ctx context.Context, sc *scope.Scope, label string, req *attachReq) (*scope.Effect, error) {
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
 	req.token = c.tokens.Add(1)
 	req.scope = sc
 	reply := make(chan error, 1)
@@ -322,6 +357,9 @@ func (c *Client) detach(ctx context.Context, token uint64) error {
 // earlier one). Disposing a's scope unregisters it. A registration aborted by ctx
 // is undone (the unregister is queued behind it).
 func (c *Client) RegisterAgent(ctx context.Context, a *owner.Agent) error {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	reply := make(chan error, 1)
 	c.root.Send(c.pid, &agentReq{agent: a, reply: reply})
 	if err, werr := await(ctx, c, reply); werr != nil || err != nil {
@@ -342,6 +380,9 @@ func (c *Client) RegisterAgent(ctx context.Context, a *owner.Agent) error {
 // (also when no agent registry is mounted, and when ctx ends or the system stops
 // before the answer: a lookup has no error of its own).
 func (c *Client) RegisteredAgent(ctx context.Context, session string) *actor.PID {
+	if ctx.Err() != nil {
+		return nil
+	}
 	reply := make(chan *actor.PID, 1)
 	c.root.Send(c.pid, &lookupAgentReq{session: session, reply: reply})
 	pid, _ := await(ctx, c, reply)
@@ -351,6 +392,9 @@ func (c *Client) RegisteredAgent(ctx context.Context, session string) *actor.PID
 // AgentsMounted reports whether an agent registry is mounted (false when ctx ends
 // or the system stops before the answer).
 func (c *Client) AgentsMounted(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	reply := make(chan bool, 1)
 	c.root.Send(c.pid, &agentsMountedReq{reply: reply})
 	ok, _ := await(ctx, c, reply)
@@ -359,6 +403,9 @@ func (c *Client) AgentsMounted(ctx context.Context) bool {
 
 // UnregisterAgent removes a from the agent registry if it is the registered instance.
 func (c *Client) UnregisterAgent(ctx context.Context, a *owner.Agent) error {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	reply := make(chan error, 1)
 	c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: reply})
 	if err, werr := await(ctx, c, reply); werr != nil || err != nil {

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -85,7 +90,7 @@ func requireAborted(t *testing.T, err error, ctxErr error) {
 }
 
 func TestNoHang_CancelThatBlocksDelaysOnlyItsOwnJob(t *testing.T) {
-	sys, _ := newBareSystem(t, nil)
+	sys, logs := newBareSystem(t, nil)
 	jobs := sys.Jobs()
 	bad := newStuck(false)
 	defer close(bad.release) // the stuck Cancel's goroutine ends with the test (goleak)
@@ -142,6 +147,10 @@ func TestNoHang_CancelThatBlocksDelaysOnlyItsOwnJob(t *testing.T) {
 
 	// Shutdown returns at its deadline, the stuck job settled failed and named.
 	err = sys.Shutdown(short(t, 100*time.Millisecond))
+	if err == nil {
+		s := <-settled
+		t.Fatalf("DEBUG nil shutdown; settled %v; logs %v", s, logs.Lines())
+	}
 	require.ErrorIs(t, err, messages.ErrShutdownTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), badID)
@@ -269,4 +278,210 @@ func TestNoHang_ToolCallerIsOneIdentity(t *testing.T) {
 	raw, _ := json.Marshal(map[string]string{})
 	call := tools.Call{ID: "x", Name: jobtools.NameList, Args: raw, Caller: c}
 	require.Equal(t, a.Session(), call.Caller.Session())
+}
+
+// fakeTimers is an injected clock for SettleTimeout: armed timers wait for Fire.
+type fakeTimers struct {
+	armed chan fakeTimer
+}
+
+type fakeTimer struct {
+	d       time.Duration
+	f       func()
+	stopped *atomic.Bool
+}
+
+func (ft *fakeTimers) afterFunc(d time.Duration, f func()) func() bool {
+	stopped := &atomic.Bool{}
+	ft.armed <- fakeTimer{d: d, f: f, stopped: stopped}
+	return func() bool { return !stopped.Swap(true) }
+}
+
+func TestNoHang_SettleTimeoutSettlesAJobStuckStopping(t *testing.T) {
+	one := int64(1)
+	ft := &fakeTimers{armed: make(chan fakeTimer, 4)}
+	sys, logs := newBareSystem(t, func(c *troupe.Config) {
+		c.MaxConcurrentJobsPerOwner = &one
+		c.SettleTimeout = 5 * time.Second
+		c.AfterFunc = ft.afterFunc
+	})
+	defer func() { require.NoError(t, sys.Shutdown(ctx(t))) }()
+	a := troupetest.Agent(t, sys, "s")
+	bad := newStuck(true)
+	spec := bad.spec("bad")
+	spec.Owner = a
+	id := start(t, sys, spec)
+	require.Empty(t, ft.armed, "no timer before a kill")
+
+	_, _, err := sys.Jobs().Kill(ctx(t), id, "s", registry.KillOptions{Reason: "enough"})
+	require.NoError(t, err)
+	timer := <-ft.armed
+	require.Equal(t, 5*time.Second, timer.d)
+	_, _, err = sys.Jobs().Kill(ctx(t), id, "s", registry.KillOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "stopping", get(t, sys, id, "s").Status.Name(), "stopping until the timer fires")
+	require.Empty(t, ft.armed, "a second kill does not re-arm: the clock runs from the first")
+
+	settled := make(chan *messages.JobSnapshot, 1)
+	go func() {
+		snap, _ := sys.Jobs().AwaitSettled(ctx(t), id, "s")
+		settled <- snap
+	}()
+	timer.f() // the clock reaches the timeout
+	snap := <-settled
+	require.Equal(t, "failed", snap.Status.Name())
+	require.Equal(t, job.TextSettleTimeout, snap.GetDetail())
+	require.True(t, logs.Contains("jobs: job "+id+" did not stop within 5s after it was killed"))
+	// Its slot is free, and a late outcome is ignored.
+	next := live().Spec(a)
+	start(t, sys, next)
+	bad.done <- job.Outcome{Status: job.Killed}
+	require.Equal(t, "failed", get(t, sys, id, "s").Status.Name())
+}
+
+func TestNoHang_SettleTimeoutIsOffByDefaultAndStoppedBySettlement(t *testing.T) {
+	ft := &fakeTimers{armed: make(chan fakeTimer, 4)}
+	sys, _ := newBareSystem(t, func(c *troupe.Config) { c.AfterFunc = ft.afterFunc })
+	p := troupetest.NewProducer()
+	id := start(t, sys, p.Spec(nil))
+	_, _, err := sys.Jobs().Kill(ctx(t), id, "", registry.KillOptions{})
+	require.NoError(t, err)
+	require.Empty(t, ft.armed, "off by default: SPEC's semantics stand")
+	p.Settle(job.Outcome{Status: job.Killed})
+	snap, err := sys.Jobs().Wait(ctx(t), id, replyBudget, "")
+	require.NoError(t, err)
+	require.Equal(t, "killed", snap.Status.Name())
+	require.NoError(t, sys.Shutdown(ctx(t)))
+
+	ft2 := &fakeTimers{armed: make(chan fakeTimer, 4)}
+	sys2, _ := newBareSystem(t, func(c *troupe.Config) { c.SettleTimeout = time.Minute; c.AfterFunc = ft2.afterFunc })
+	defer func() { require.NoError(t, sys2.Shutdown(ctx(t))) }()
+	p2 := troupetest.NewProducer()
+	id2 := start(t, sys2, p2.Spec(nil))
+	_, _, err = sys2.Jobs().Kill(ctx(t), id2, "", registry.KillOptions{})
+	require.NoError(t, err)
+	timer := <-ft2.armed
+	p2.Settle(job.Outcome{Status: job.Killed})
+	snap, err = sys2.Jobs().Wait(ctx(t), id2, replyBudget, "")
+	require.NoError(t, err)
+	require.Equal(t, "killed", snap.Status.Name())
+	require.True(t, timer.stopped.Load(), "settlement stops the timer")
+	timer.f() // a firing that raced the stop changes nothing
+	require.Equal(t, "killed", get(t, sys2, id2, "").Status.Name())
+}
+
+func TestNoHang_NegativeSettleTimeoutIsInvalid(t *testing.T) {
+	err := troupe.Config{SettleTimeout: -time.Second}.Validate()
+	require.ErrorIs(t, err, messages.ErrInvalidConfig)
+}
+
+// Every waiting client call returns job/aborted — matching context.Canceled — for
+// an ended ctx, and changes nothing.
+func TestNoHang_EveryWaitingCallEndsWithItsCtx(t *testing.T) {
+	e := newContEnv(t)
+	sys := e.sys
+	jobs := sys.Jobs()
+	p, _ := e.parent(t, "P")
+	prod := live()
+	id := start(t, sys, prod.Spec(nil))
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	a, err := sys.NewAgent(nil, "late")
+	require.NoError(t, err)
+
+	calls := map[string]func() error{
+		"Start":            func() error { _, err := jobs.Start(done, live().Spec(nil)); return err },
+		"Get":              func() error { _, err := jobs.Get(done, id, ""); return err },
+		"Record":           func() error { _, _, err := jobs.Record(done, id, ""); return err },
+		"List":             func() error { _, err := jobs.List(done, ""); return err },
+		"Read":             func() error { _, _, err := jobs.Read(done, id, ""); return err },
+		"Kill":             func() error { _, _, err := jobs.Kill(done, id, "", registry.KillOptions{}); return err },
+		"Waiters":          func() error { _, err := jobs.Waiters(done, id); return err },
+		"AwaitSettled":     func() error { _, err := jobs.AwaitSettled(done, id, ""); return err },
+		"AttachController": func() error { _, err := jobs.AttachController(done, sys.Scope(), "x"); return err },
+		"OnJobDone": func() error {
+			_, err := jobs.OnJobDone(done, sys.Scope(), func(*messages.JobSnapshot, registry.Owner) {})
+			return err
+		},
+		"OnJobsChanged":   func() error { _, err := jobs.OnJobsChanged(done, sys.Scope(), func(registry.Owner) {}); return err },
+		"MountAgents":     func() error { _, err := jobs.MountAgents(done, sys.Scope()); return err },
+		"RegisterAgent":   func() error { return jobs.RegisterAgent(done, a) },
+		"UnregisterAgent": func() error { return jobs.UnregisterAgent(done, p) },
+		"Manager.Start": func() error {
+			_, _, err := e.m.Start(done, p, "spawn", "l", "c1", subagent.Request{Prompt: "x"})
+			return err
+		},
+		"Manager.Followup":  func() error { _, err := e.m.Followup(done, p, "c1", "x", session.Source{Kind: "user"}); return err },
+		"Manager.Interrupt": func() error { return e.m.Interrupt(done, "c1", activation.Authority{ParentSession: "P"}) },
+		"Manager.Report":    func() error { _, err := e.m.Report(done, p, "x", false); return err },
+		"Manager.List":      func() error { _, err := e.m.List(done, p, true); return err },
+		"Manager.DrainContinuableChildren": func() error {
+			return e.m.DrainContinuableChildren(done, p, []string{"c1"})
+		},
+		"Manager.DrainContinuableDescendants": func() error {
+			return e.m.DrainContinuableDescendants(done, []*owner.Agent{p})
+		},
+	}
+	for name, call := range calls {
+		err := call()
+		require.ErrorIs(t, err, messages.ErrAborted, name)
+		require.ErrorIs(t, err, context.Canceled, name)
+	}
+	// Nothing changed: the job runs, no second job, the late agent is unregistered.
+	require.Equal(t, "running", get(t, sys, id, "").Status.Name())
+	require.Equal(t, []string{id}, list(t, sys, ""))
+	require.Nil(t, jobs.RegisteredAgent(ctx(t), "late"))
+	require.True(t, jobs.RegisteredAgent(ctx(t), "P").Equal(p.PID()))
+	require.Nil(t, jobs.RegisteredAgent(done, "P"), "a lookup with an ended ctx answers nothing")
+	require.Zero(t, e.m.Live(done))
+	_, ok := e.m.Status(done, "c1")
+	require.False(t, ok)
+	// The tools pass their call's context.
+	tl, err := jobtools.MountIn(sys, sys.Scope(), jobtools.Config{})
+	require.NoError(t, err)
+	for _, name := range []string{jobtools.NameList, jobtools.NameOutput, jobtools.NameKill} {
+		res := callTool(done, tl, 1, "", name, `{"job_id":"`+id+`"}`)
+		if name == jobtools.NameList {
+			res = callTool(done, tl, 1, "", name, `{}`)
+		}
+		require.True(t, res.IsError, name)
+		require.Contains(t, text(t, res), "call aborted: context canceled", name)
+	}
+	require.Equal(t, "running", get(t, sys, id, "").Status.Name(), "the aborted job_kill did not kill")
+}
+
+// A Kill whose ctx ends while an earlier Cancel of the same job is running is
+// answered job/aborted and, when the first Cancel returns, does not run its own.
+func TestNoHang_KillQueuedBehindABlockedCancelAbortsWithoutCancelling(t *testing.T) {
+	sys, _ := newBareSystem(t, nil)
+	defer func() { require.NoError(t, sys.Shutdown(ctx(t))) }()
+	calls := make(chan string, 4)
+	release := make(chan struct{})
+	done := make(chan job.Outcome, 1)
+	id := start(t, sys, job.Spec{Kind: "bad", Label: "l", Run: func() (job.Hooks, error) {
+		return job.Hooks{Done: done, Cancel: func(reason string) error {
+			calls <- reason
+			if reason == "first" {
+				<-release
+			}
+			return nil
+		}}, nil
+	}})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := sys.Jobs().Kill(ctx(t), id, "", registry.KillOptions{Reason: "first"})
+		first <- err
+	}()
+	require.Equal(t, "first", <-calls)
+	_, _, err := sys.Jobs().Kill(short(t, 30*time.Millisecond), id, "", registry.KillOptions{Reason: "second"})
+	requireAborted(t, err, context.DeadlineExceeded)
+	close(release)
+	require.NoError(t, <-first)
+	snap := get(t, sys, id, "")
+	require.Equal(t, "stopping", snap.Status.Name())
+	done <- job.Outcome{Status: job.Killed}
+	snap, err = sys.Jobs().Wait(ctx(t), id, replyBudget, "")
+	require.NoError(t, err)
+	require.Equal(t, "first", snap.GetDetail(), "the aborted kill's reason was not recorded")
+	require.Empty(t, calls, "the aborted kill never called Cancel")
 }

@@ -34,7 +34,7 @@ func Example_embedding() {
 		defer cancel()
 		_ = sys.Shutdown(ctx) // refuses new work, kills every job's processes, stops the actors
 	}()
-	_, _ = sys.Jobs().MountAgents(sys.Scope()) // the agent registry: session id → live incarnation
+	_, _ = sys.Jobs().MountAgents(ctx, sys.Scope()) // the agent registry: session id → live incarnation
 	// job_output, job_list and job_kill; it attaches the "tool-jobs" controller,
 	// without which Start is refused.
 	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
@@ -45,11 +45,11 @@ func Example_embedding() {
 	// One owner actor per agent incarnation. Pass owner.Options{Surface: s} to
 	// receive its completion notices; without one they are dropped.
 	agent, _ := sys.NewAgent(nil, "session-1")
-	_ = sys.Jobs().RegisterAgent(agent)
+	_ = sys.Jobs().RegisterAgent(ctx, agent)
 
 	spec := process.Shell("echo hello from bash", process.Config{})
 	spec.Owner = agent
-	id, err := sys.Jobs().Start(spec)
+	id, err := sys.Jobs().Start(ctx, spec)
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func Example_embedding() {
 	// The model calls job_output; run the call through the mount's pipeline, which
 	// applies SPEC §3.6's output limit as its last step.
 	res := mount.Pipeline().Run(ctx, mount.Output(), tools.Call{
-		ID: "call-1", Name: "job_output", Session: "session-1", Agent: agent,
+		ID: "call-1", Name: "job_output", Caller: tools.AsAgent(agent), // the calling agent: its session fences the call
 		Args: json.RawMessage(`{"job_id":"bash-1","wait":true,"timeout_ms":10000}`),
 	})
 	fmt.Println(id)

@@ -188,7 +188,7 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	defer cancel()
 	alice := troupetest.Agent(t, sys, "alice")
 	changed := make(chan string, 64) // the observer runs on the registry actor: it only sends
-	_, err := sys.Jobs().OnJobsChanged(sys.Scope(), func(o registry.Owner) { changed <- o.Session })
+	_, err := sys.Jobs().OnJobsChanged(ctx, sys.Scope(), func(o registry.Owner) { changed <- o.Session })
 	require.NoError(t, err)
 	drain := func() []string {
 		out := []string{}
@@ -203,25 +203,25 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	}
 
 	settled := troupetest.NewProducer()
-	done, err := sys.Jobs().Start(settled.Spec(alice))
+	done, err := sys.Jobs().Start(ctx, settled.Spec(alice))
 	require.NoError(t, err)
 	settled.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
 	snap := troupetest.Settled(t, sys, done, "alice")
 	require.Equal(t, job.Completed, snap.Status)
 	live := troupetest.NewProducer()
 	live.OnCancel = &job.Outcome{Status: job.Killed}
-	running, err := sys.Jobs().Start(live.Spec(alice))
+	running, err := sys.Jobs().Start(ctx, live.Spec(alice))
 	require.NoError(t, err)
 	unowned := troupetest.NewProducer()
-	free, err := sys.Jobs().Start(unowned.Spec(nil))
+	free, err := sys.Jobs().Start(ctx, unowned.Spec(nil))
 	require.NoError(t, err)
 	unowned.Settle(job.Outcome{Status: job.Completed})
 	troupetest.Settled(t, sys, free, "")
 
 	// The settled record answers while its incarnation lives.
-	_, err = sys.Jobs().Get(done, "alice")
+	_, err = sys.Jobs().Get(ctx, done, "alice")
 	require.NoError(t, err)
-	text, _, err := sys.Jobs().Read(done, "alice")
+	text, _, err := sys.Jobs().Read(ctx, done, "alice")
 	require.NoError(t, err)
 	require.Empty(t, text)
 
@@ -233,24 +233,24 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	require.Equal(t, []string{"alice", "alice", "alice"}, drain(), "stopping, settled, then one change for the removal")
 
 	for _, id := range []string{done, running} {
-		_, err = sys.Jobs().Get(id, "alice")
+		_, err = sys.Jobs().Get(ctx, id, "alice")
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		require.EqualError(t, err, "unknown job "+id)
-		_, _, err = sys.Jobs().Read(id, "alice")
+		_, _, err = sys.Jobs().Read(ctx, id, "alice")
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		_, err = sys.Jobs().Wait(ctx, id, time.Second, "alice")
 		require.ErrorIs(t, err, messages.ErrNotFound)
 	}
-	listed, err := sys.Jobs().List("alice")
+	listed, err := sys.Jobs().List(ctx, "alice")
 	require.NoError(t, err)
 	require.Equal(t, []string{free}, ids(listed), "only the unowned job is left")
 
-	_, err = sys.Jobs().Start(troupetest.NewProducer().Spec(alice))
+	_, err = sys.Jobs().Start(ctx, troupetest.NewProducer().Spec(alice))
 	require.ErrorIs(t, err, messages.ErrOwnerNotLive, "a disposed incarnation starts no more jobs")
 	again := troupetest.Agent(t, sys, "alice")
 	last := troupetest.NewProducer()
 	last.OnCancel = &job.Outcome{Status: job.Killed} // so that Shutdown's teardown ends
-	next, err := sys.Jobs().Start(last.Spec(again))
+	next, err := sys.Jobs().Start(ctx, last.Spec(again))
 	require.NoError(t, err)
 	require.Equal(t, "bash-4", next, "ids are not issued again")
 }

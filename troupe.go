@@ -278,7 +278,7 @@ const forceGrace = 2 * time.Second
 func (s *System) forceStop(ctx context.Context) error {
 	grace, cancel := context.WithTimeout(context.Background(), forceGrace)
 	defer cancel()
-	ids, err := s.jobs.ForceFailLive(grace, job.TextShutdownDeadline,
+	ids, err := s.jobs.ForceFailLiveOnShutdown(grace, job.TextShutdownDeadline,
 		"jobs: job %s did not stop before the shutdown deadline; job record forced failed and work may be orphaned")
 	if err != nil && !errors.Is(err, messages.ErrStopped) {
 		return &messages.Error{Code: messages.CodeShutdownTimeout,

@@ -52,16 +52,21 @@ func TestShutdownHonoursCallerDeadline(t *testing.T) {
 	require.NoError(t, err)
 	_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 	require.NoError(t, err)
-	// A producer whose cancel never settles stalls teardown (SPEC §2.11's known limit).
+	// A producer whose cancel never settles stalls teardown (SPEC §2.11's known limit)
+	// until Shutdown's deadline.
 	p := troupetest.NewProducer()
 	_, err = sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.ErrorIs(t, sys.Shutdown(ctx), context.Canceled)
-	// Once the producer settles, the same shutdown completes.
+	err = sys.Shutdown(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	// At the deadline the job is forced failed (issue 12): the error names it, and
+	// its producer is still asked to stop once.
+	require.ErrorIs(t, err, messages.ErrShutdownTimeout)
+	require.Contains(t, err.Error(), "bash-1")
 	require.Equal(t, job.ReasonServiceDisposed, p.NextCancel(t))
-	p.Settle(job.Outcome{Status: job.Killed})
-	require.NoError(t, sys.Shutdown(context.Background()))
+	p.Settle(job.Outcome{Status: job.Killed}) // late: ignored
+	require.NoError(t, sys.Shutdown(context.Background()), "the same shutdown completes")
 }

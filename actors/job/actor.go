@@ -108,7 +108,7 @@ type settleTimedOut struct{}
 // ForceFail settles a live job failed with Detail now, whatever its producer does
 // (a Cancel still running, a Done that never sends): the job's slot is freed and a
 // later outcome is ignored (first wins). Work may be orphaned; Warn is logged.
-type ForceFail struct{ Detail, Warn string }
+type ForceFail struct{ Detail, Warn, Reason string }
 
 // Texts of a forced settlement (model-visible details, and the logged warnings).
 const (
@@ -393,9 +393,16 @@ func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
 	if m.Warn != "" {
 		a.cfg.Logger.Warn(m.Warn)
 	}
+	neverCancelled := a.cancel == nil && a.core.Status() == Running
 	a.watch.Remove()
 	a.settle(c, Outcome{Status: Failed, Detail: m.Detail}, false)
 	a.releaseCancel(c)
+	if neverCancelled && m.Reason != "" && a.cfg.Hooks.Cancel != nil {
+		// Best effort against orphaned work: a producer never asked to stop is asked
+		// once now; the record is already settled, so its answer changes nothing.
+		cancel, reason := a.cfg.Hooks.Cancel, m.Reason
+		go func() { _ = protect(func() error { return cancel(reason) }) }()
+	}
 }
 
 // releaseCancel, once the job has settled, answers the request of a Cancel still in

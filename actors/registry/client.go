@@ -276,8 +276,19 @@ func (c *Client) CloseAdmission() { c.root.Send(c.pid, &closeAdmission{}) }
 // their slots, and returns their ids in registration order once each has
 // committed. It is Shutdown's last resort at its deadline: ctx bounds the wait.
 func (c *Client) ForceFailLive(ctx context.Context, detail, warn string) ([]string, error) {
+	return c.forceFailLive(ctx, job.ForceFail{Detail: detail, Warn: warn})
+}
+
+// ForceFailLiveOnShutdown is ForceFailLive for Shutdown: a job whose producer was
+// never asked to stop is also cancelled once, best effort, with reason
+// job.ReasonServiceDisposed (its answer changes nothing).
+func (c *Client) ForceFailLiveOnShutdown(ctx context.Context, detail, warn string) ([]string, error) {
+	return c.forceFailLive(ctx, job.ForceFail{Detail: detail, Warn: warn, Reason: job.ReasonServiceDisposed})
+}
+
+func (c *Client) forceFailLive(ctx context.Context, fail job.ForceFail) ([]string, error) {
 	reply := make(chan []string, 1)
-	c.root.Send(c.pid, &forceAllReq{fail: job.ForceFail{Detail: detail, Warn: warn}, reply: reply})
+	c.root.Send(c.pid, &forceAllReq{fail: fail, reply: reply})
 	return await(ctx, c, reply)
 }
 

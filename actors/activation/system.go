@@ -76,7 +76,7 @@ func Start(h Host, store session.Store, runtime *subagent.Runtime, runner subage
 			if err != nil {
 				return nil, err
 			}
-			if err := h.Jobs.RegisterAgent(a); err != nil {
+			if err := h.Jobs.RegisterAgent(context.Background(), a); err != nil {
 				_ = a.Dispose(context.Background())
 				return nil, err
 			}

@@ -36,7 +36,7 @@ func Spawn(jobs *registry.Client, global *scope.Scope, inspector *actor.PID, cfg
 	if err != nil {
 		return nil, err
 	}
-	eff, err := jobs.OnJobsChanged(global, func(o registry.Owner) {
+	eff, err := jobs.OnJobsChanged(context.Background(), global, func(o registry.Owner) {
 		root.Send(pid, &changed{session: o.Session})
 	})
 	if err != nil {

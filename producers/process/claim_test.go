@@ -2,6 +2,7 @@ package process
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strings"
 	"syscall"
@@ -121,7 +122,7 @@ func keys(m map[int]Survivor) []int {
 // nothing: it waits hostExitWait for the host to be gone, then exits.
 func TestWatchdogOfALiveHostStopsNothing(t *testing.T) {
 	sys := served(t)
-	id, err := sys.Jobs().Start(Shell("echo ready; sleep 1000", Config{Grace: testGrace}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("echo ready; sleep 1000", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	readUntil(t, sys, id, "ready")
 	var stderr bytes.Buffer
@@ -129,10 +130,10 @@ func TestWatchdogOfALiveHostStopsNothing(t *testing.T) {
 	require.Equal(t, 0, watch(self(), strings.NewReader("J x 1234\n"), &stderr))
 	require.GreaterOrEqual(t, time.Since(began), hostExitWait)
 	require.Empty(t, stderr.String())
-	snap, err := sys.Jobs().Get(id, "")
+	snap, err := sys.Jobs().Get(context.Background(), id, "")
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status, "the live host's job was stopped")
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 }
@@ -149,7 +150,7 @@ func TestCommandOfIsBoundedValidUTF8(t *testing.T) {
 // job's processes are reported to the new one.
 func TestWatchdogIsReplacedWhenItDies(t *testing.T) {
 	sys := served(t)
-	first, err := sys.Jobs().Start(Shell("true", Config{Grace: testGrace}))
+	first, err := sys.Jobs().Start(context.Background(), Shell("true", Config{Grace: testGrace}))
 	require.NoError(t, err)
 	settle(t, sys, first)
 	old, err := Watchdog()
@@ -161,7 +162,7 @@ func TestWatchdogIsReplacedWhenItDies(t *testing.T) {
 		time.Sleep(pollInterval) // polling /proc with a deadline
 	}
 	reported := make(chan int, 16)
-	id, err := sys.Jobs().Start(Shell("echo ready; sleep 1000", Config{Grace: testGrace, reportHook: func(pid int) { reported <- pid }}))
+	id, err := sys.Jobs().Start(context.Background(), Shell("echo ready; sleep 1000", Config{Grace: testGrace, reportHook: func(pid int) { reported <- pid }}))
 	require.NoError(t, err)
 	now, err := Watchdog()
 	require.NoError(t, err)
@@ -177,7 +178,7 @@ func TestWatchdogIsReplacedWhenItDies(t *testing.T) {
 	case <-time.After(settleBudget):
 		t.Fatal("the new job's process was never reported")
 	}
-	_, _, err = sys.Jobs().Kill(id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 }

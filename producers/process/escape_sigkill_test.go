@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ func TestShellEscapedChildIgnoringSIGTERMIsSIGKILLedBeforeSettling(t *testing.T)
 				return h, nil
 			}
 
-			id, err := sys.Jobs().Start(spec)
+			id, err := sys.Jobs().Start(context.Background(), spec)
 			require.NoError(t, err)
 			pid := pids(t, readUntil(t, sys, id, "\n"))[0]
 			before, ok := readStat(pid)
@@ -78,7 +79,7 @@ func TestShellEscapedChildIgnoringSIGTERMIsSIGKILLedBeforeSettling(t *testing.T)
 			require.True(t, ignoresTERM(t, pid), "the grandchild does not ignore SIGTERM")
 
 			start := time.Now()
-			res, _, err := sys.Jobs().Kill(id, "", registry.KillOptions{})
+			res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 			require.NoError(t, err)
 			require.Equal(t, "KILL_RESULT_REQUESTED", res.String())
 			snap := settle(t, sys, id)

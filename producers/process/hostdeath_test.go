@@ -2,6 +2,7 @@ package process
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -56,7 +57,7 @@ func TestHostDeathHelper(t *testing.T) {
 	fmt.Printf("INSTANCE %s\n", Instance())
 	switch mode {
 	case "sweep":
-		id, err := sys.Jobs().Start(Shell("true", Config{Grace: testGrace}))
+		id, err := sys.Jobs().Start(context.Background(), Shell("true", Config{Grace: testGrace}))
 		require.NoError(t, err)
 		settle(t, sys, id)
 		rec, ok := StartupSweep()
@@ -76,7 +77,7 @@ func TestHostDeathHelper(t *testing.T) {
 	cfg := Config{Grace: testGrace, reportHook: func(pid int) { reported <- pid }}
 	want := map[int]bool{}
 	for _, j := range hostJobs {
-		id, err := sys.Jobs().Start(Shell(j.cmd, cfg))
+		id, err := sys.Jobs().Start(context.Background(), Shell(j.cmd, cfg))
 		require.NoError(t, err)
 		pid := pids(t, readUntil(t, sys, id, "\n"))[0]
 		fmt.Printf("PROC %d %s\n", pid, j.role)

@@ -296,7 +296,7 @@ func probe(t *testing.T, path string, round int, acked []ack) bool {
 		}
 	}
 	require.Equal(t, want, ranFirst, "round %d: %s: the restored messages did not run first, in acceptance order", round, id)
-	require.Equal(t, 1, m.Live(), "round %d: live Activations after the followup", round)
+	require.Equal(t, 1, m.Live(ctx), "round %d: live Activations after the followup", round)
 	after, err := store.Load(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, before.Header.Epoch+1, after.Header.Epoch, "round %d: %s activated more than once", round, id)

@@ -59,10 +59,10 @@ func incarnation(tb testing.TB, sys *troupe.System, n int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := sys.Jobs().RegisterAgent(a); err != nil {
+	if err := sys.Jobs().RegisterAgent(ctx, a); err != nil {
 		tb.Fatal(err)
 	}
-	id, err := sys.Jobs().Start(settledJob(a))
+	id, err := sys.Jobs().Start(ctx, settledJob(a))
 	if err != nil {
 		tb.Fatal(err)
 	}

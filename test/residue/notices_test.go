@@ -28,21 +28,21 @@ func (s *countingSurface) Followup(owner.Message) error { s.n.Add(1); return nil
 func TestLongIncarnationNoticesOncePerJob(t *testing.T) {
 	const jobs = 300
 	sys, _ := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	surface := &countingSurface{}
 	a, err := sys.NewAgent(nil, "long", owner.Options{Surface: surface})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(a))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
 	_, err = jobtools.MountIn(sys.Jobs(), a.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), stepBudget)
 	defer cancel()
 	for range jobs {
-		id, err := sys.Jobs().Start(settledJob(a))
+		id, err := sys.Jobs().Start(ctx, settledJob(a))
 		require.NoError(t, err)
 		// The settlement's observers (both notice listeners) have run once this
 		// returns, and their notices are queued at the owner ahead of Stats.

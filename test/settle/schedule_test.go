@@ -626,7 +626,7 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 		w.read().run()
 		w.wait(longWait, waitPlain).run()
 	}
-	if n, err := jobs.Waiters(jobA); err != nil || n != 0 {
+	if n, err := jobs.Waiters(context.Background(), jobA); err != nil || n != 0 {
 		v.oraclef(mutation.SettleReplies, "waiters pending after quiescence: %d, %v", n, err)
 	}
 	// The slot was released exactly once, also counting what A's job actor's

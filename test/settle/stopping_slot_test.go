@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,17 +42,17 @@ func TestStoppingJobKeepsItsSlot(t *testing.T) {
 		if i == 0 {
 			prods[i] = troupetest.NewProducer() // the victim: Cancel records; Done waits for Settle
 		}
-		id, err := sys.Jobs().Start(prods[i].Spec(alice))
+		id, err := sys.Jobs().Start(context.Background(), prods[i].Spec(alice))
 		require.NoError(t, err)
 		ids[i] = id
 	}
 	over := settlesOnCancel()
-	_, err := sys.Jobs().Start(over.Spec(alice))
+	_, err := sys.Jobs().Start(context.Background(), over.Spec(alice))
 	require.ErrorIs(t, err, messages.ErrCapacity, "the bucket is full")
 
 	victim := prods[0]
 	t.Cleanup(func() { victim.Settle(job.Outcome{Status: job.Killed}) }) // before the shutdown; a no-op once settled
-	res, snap, err := sys.Jobs().Kill(ids[0], "alice", registry.KillOptions{})
+	res, snap, err := sys.Jobs().Kill(context.Background(), ids[0], "alice", registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_STOPPING, snap.GetStatus())
@@ -59,23 +60,23 @@ func TestStoppingJobKeepsItsSlot(t *testing.T) {
 
 	// Stopping: still holding its slot, however often the owner asks.
 	for range 3 {
-		_, err = sys.Jobs().Start(over.Spec(alice))
+		_, err = sys.Jobs().Start(context.Background(), over.Spec(alice))
 		require.ErrorIs(t, err, messages.ErrCapacity, "a stopping job must keep its admission slot")
 		require.Equal(t, messages.CodeCapacity, messages.CodeOf(err))
 	}
 	require.Zero(t, over.Runs(), "a refused start must not run its producer")
-	got, err := sys.Jobs().Get(ids[0], "alice")
+	got, err := sys.Jobs().Get(context.Background(), ids[0], "alice")
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_STOPPING, got.GetStatus(), "the victim is still stopping")
 
 	// Settled: the slot is free, once.
 	victim.Settle(job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"})
 	require.Equal(t, messages.JobStatus_JOB_STATUS_KILLED, troupetest.Settled(t, sys, ids[0], "alice").GetStatus())
-	_, err = sys.Jobs().Start(over.Spec(alice))
+	_, err = sys.Jobs().Start(context.Background(), over.Spec(alice))
 	require.NoError(t, err, "the settled job's slot is free again")
 	require.Equal(t, 1, over.Runs())
 	again := settlesOnCancel()
-	_, err = sys.Jobs().Start(again.Spec(alice))
+	_, err = sys.Jobs().Start(context.Background(), again.Spec(alice))
 	require.ErrorIs(t, err, messages.ErrCapacity, "exactly one slot was freed")
 	require.Zero(t, again.Runs())
 }

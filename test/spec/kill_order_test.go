@@ -33,7 +33,7 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 		sys, err := troupe.New(troupe.Config{Dispatcher: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, sys.Shutdown(context.Background())) })
-		_, err = sys.Jobs().AttachController(sys.Scope(), "t")
+		_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "t")
 		require.NoError(t, err)
 
 		type change struct {
@@ -43,7 +43,7 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 		var armed atomic.Bool
 		returned := make(chan struct{})
 		changes := make(chan change, 1)
-		_, err = sys.Jobs().OnJobsChanged(sys.Scope(), func(registry.Owner) {
+		_, err = sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) {
 			if !armed.CompareAndSwap(true, false) {
 				return // start's registration change
 			}
@@ -58,11 +58,11 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 		require.NoError(t, err)
 
 		p := troupetest.NewProducer()
-		id, err := sys.Jobs().Start(p.Spec(nil))
+		id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 		require.NoError(t, err)
 		t.Cleanup(func() { p.Settle(job.Outcome{Status: job.Killed}) }) // before the shutdown, also on failure
 		armed.Store(true)
-		res, snap, err := sys.Jobs().Kill(id, "", registry.KillOptions{})
+		res, snap, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
 		close(returned)
 		require.NoError(t, err)
 		require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)

@@ -36,12 +36,12 @@ func MountIn(jobs *registry.Client, sc *scope.Scope, cfg Config) (*Mount, error)
 		return nil, err
 	}
 	m := &Mount{Tools: t, scope: sc}
-	ctl, err := jobs.AttachController(sc, ControllerName)
+	ctl, err := jobs.AttachController(context.Background(), sc, ControllerName)
 	if err != nil {
 		return nil, err
 	}
 	m.effects = append(m.effects, ctl)
-	lis, err := jobs.OnJobDone(sc, t.notifier(jobs.Root()))
+	lis, err := jobs.OnJobDone(context.Background(), sc, t.notifier(jobs.Root()))
 	if err != nil {
 		_ = ctl.Run(context.Background())
 		return nil, err

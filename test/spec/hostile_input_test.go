@@ -86,7 +86,7 @@ func TestHostileInput_BadKindsAreRefused(t *testing.T) {
 			p := live()
 			spec := p.Spec(a)
 			spec.Kind = kind
-			_, err := sys.Jobs().Start(spec)
+			_, err := sys.Jobs().Start(context.Background(), spec)
 			require.ErrorIsf(t, err, messages.ErrInvalidSpec, "kind %q", head64(kind))
 			msg := err.Error()
 			require.Truef(t, strings.HasPrefix(msg, "invalid job kind: expected a short identifier matching "+job.KindPattern+", got \""),
@@ -100,7 +100,7 @@ func TestHostileInput_BadKindsAreRefused(t *testing.T) {
 		func() string {
 			spec := live().Spec(nil)
 			spec.Kind = "../../etc x\n"
-			_, err := sys.Jobs().Start(spec)
+			_, err := sys.Jobs().Start(context.Background(), spec)
 			return err.Error()
 		}())
 	require.Empty(t, changed.Owners(), "a refused start fired onJobsChanged")
@@ -125,8 +125,8 @@ func TestHostileInput_EmptySessionIDIsRefused(t *testing.T) {
 	_, err = owner.Spawn(sys.Actors().Root, sys.Scope(), "", nil, owner.Options{})
 	require.ErrorIs(t, err, messages.ErrInvalidSession)
 	// An agent value without a session (the zero Agent) cannot be registered either.
-	require.ErrorIs(t, sys.Jobs().RegisterAgent(&owner.Agent{}), messages.ErrInvalidSession)
-	require.Nil(t, sys.Jobs().RegisteredAgent(""), `"" stays the no-caller identity`)
+	require.ErrorIs(t, sys.Jobs().RegisterAgent(context.Background(), &owner.Agent{}), messages.ErrInvalidSession)
+	require.Nil(t, sys.Jobs().RegisteredAgent(context.Background(), ""), `"" stays the no-caller identity`)
 	// Nothing was left behind: no effect in the scope, no registered agent.
 	require.Equal(t, before, sys.Scope().Effects())
 	// The no-caller identity still works for access calls.
@@ -176,14 +176,14 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 64)}
 	s, err := sys.NewAgent(nil, "S", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(s))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), s))
 	e := &hostileEnv{sys: sys, ctl: ctl, s: s, in: in, m: m}
 
 	tenMiB := strings.Repeat("x", 10<<20)
@@ -208,7 +208,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 			}},
 		{name: "1 MiB kill reason (API, human-style no-claim kill)",
 			act: func(t *testing.T, e *hostileEnv, p *troupetest.Producer, id string) {
-				res, snap, err := e.sys.Jobs().Kill(id, "S", registry.KillOptions{Reason: oneMiB, NoClaim: true})
+				res, snap, err := e.sys.Jobs().Kill(context.Background(), id, "S", registry.KillOptions{Reason: oneMiB, NoClaim: true})
 				require.NoError(t, err)
 				require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 				requireCleanSnapshot(t, "the kill's snapshot", snap)
@@ -221,7 +221,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 			}},
 		{name: "invalid UTF-8 kill reason (API)",
 			act: func(t *testing.T, e *hostileEnv, p *troupetest.Producer, id string) {
-				_, _, err := e.sys.Jobs().Kill(id, "S", registry.KillOptions{Reason: "stop \xff\xc3 now", NoClaim: true})
+				_, _, err := e.sys.Jobs().Kill(context.Background(), id, "S", registry.KillOptions{Reason: "stop \xff\xc3 now", NoClaim: true})
 				require.NoError(t, err)
 				p.Settle(job.Outcome{Status: job.Killed})
 			}, noticed: true,
@@ -307,7 +307,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 		if r.spec != nil {
 			r.spec(p, &spec)
 		}
-		id, err := sys.Jobs().Start(spec)
+		id, err := sys.Jobs().Start(context.Background(), spec)
 		require.NoError(t, err, r.name)
 		ids[i] = id
 		r.act(t, e, p, id)
@@ -340,7 +340,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 	// A real shell job: invalid bytes on its stdout, a command of several lines.
 	sh := process.Shell("printf 'raw \\377\\376 bytes\\n'\nprintf 'split \\347\\225'\nprintf '\\214 joined\\n'", process.Config{})
 	sh.Owner = s
-	shID, err := sys.Jobs().Start(sh)
+	shID, err := sys.Jobs().Start(context.Background(), sh)
 	require.NoError(t, err)
 	ids = append(ids, shID)
 	snap := troupetest.Settled(t, sys, shID, "S")
@@ -380,7 +380,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 		text, isErr = e.tool(jobtools.NameOutput, map[string]string{"job_id": bogus})
 		require.True(t, isErr)
 		requireClean(t, "the unknown-job error", text, len("Error: unknown job ")+job.MaxIDBytes)
-		_, err := sys.Jobs().Get(bogus+"\xff", "S")
+		_, err := sys.Jobs().Get(context.Background(), bogus+"\xff", "S")
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		requireClean(t, "the unknown-job error", err.Error(), len("unknown job ")+job.MaxIDBytes)
 		_, err = e.ctl.Kill(ctx(t), "S", bogus+"\xff")
@@ -395,7 +395,7 @@ func TestHostileInput_ProducerErrorsAreBounded(t *testing.T) {
 	noLeaks(t)
 	e := serveTools(t, jobtools.DefaultConfig())
 	huge := "boom \xff " + strings.Repeat("e", 1<<20)
-	_, err := e.sys.Jobs().Start(job.Spec{Kind: "bash", Label: "doomed", Run: func() (job.Hooks, error) {
+	_, err := e.sys.Jobs().Start(context.Background(), job.Spec{Kind: "bash", Label: "doomed", Run: func() (job.Hooks, error) {
 		return job.Hooks{}, errString(huge)
 	}})
 	require.ErrorIs(t, err, messages.ErrRunFailed)

@@ -406,7 +406,7 @@ func (n *noticeSink) Followup(m owner.Message) error { return n.add(m) }
 // UTF-8 and bounded, the label is one line, and job_list has one row per job.
 func FuzzHostileJob(f *testing.F) {
 	sys, _ := troupetest.NewSystem(f)
-	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err := sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		f.Fatal(err)
 	}
 	m, err := MountIn(sys.Jobs(), sys.Scope(), DefaultConfig())
@@ -436,7 +436,7 @@ func FuzzHostileJob(f *testing.F) {
 				t.Fatal(err)
 			}
 		}()
-		if err := sys.Jobs().RegisterAgent(a); err != nil {
+		if err := sys.Jobs().RegisterAgent(context.Background(), a); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan job.Outcome, 1)
@@ -456,7 +456,7 @@ func FuzzHostileJob(f *testing.F) {
 				return out, nil
 			}}, nil
 		}}
-		id, err := sys.Jobs().Start(spec)
+		id, err := sys.Jobs().Start(context.Background(), spec)
 		if !job.ValidKind(kind) || label == "" {
 			if !errors.Is(err, messages.ErrInvalidSpec) {
 				t.Fatalf("kind %q label %q: want job/invalid-spec, got %v", kind, label, err)
@@ -472,7 +472,7 @@ func FuzzHostileJob(f *testing.F) {
 		call := func(name string, args any) string {
 			b, _ := json.Marshal(args)
 			res := m.Pipeline().Run(context.Background(), byName[name],
-				tools.Call{ID: fmt.Sprintf("hostile-%d", calls.Add(1)), Name: name, Args: b, Session: "fz"})
+				tools.Call{ID: fmt.Sprintf("hostile-%d", calls.Add(1)), Name: name, Args: b, Caller: tools.AsSession("fz")})
 			text, ok := res.SingleText()
 			if !ok {
 				t.Fatalf("%s: not one text block", name)
@@ -493,7 +493,7 @@ func FuzzHostileJob(f *testing.F) {
 		check("live job_output", call(NameOutput, map[string]string{"job_id": id}), maxOut)
 		if sel%2 == 0 {
 			check("job_kill", call(NameKill, map[string]string{"job_id": id, "reason": reason}), maxDetail+128)
-		} else if _, _, err := sys.Jobs().Kill(id, "fz", registry.KillOptions{Reason: reason, NoClaim: true}); err != nil {
+		} else if _, _, err := sys.Jobs().Kill(context.Background(), id, "fz", registry.KillOptions{Reason: reason, NoClaim: true}); err != nil {
 			t.Fatal(err)
 		}
 		snap := troupetest.Settled(t, sys, id, "fz")

@@ -1,0 +1,433 @@
+package workflow_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/tools"
+	"github.com/troupe-rt/troupe/troupetest"
+	"github.com/troupe-rt/troupe/workflow"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testMeta = `{"name":"test-flow","description":"a test workflow"}`
+
+func i64(v int64) *int64    { return &v }
+func str(v string) *string { return &v }
+
+// env is one test's system: a subagent runtime with the stub provider, an engine
+// (provider stub, MaxConcurrentAgents 8 unless changed), a live parent agent, and
+// a global listener that records every event and checks W45's invariants.
+type env struct {
+	t      *testing.T
+	sys    *troupe.System
+	logs   *troupetest.Logs
+	rt     *subagent.Runtime
+	eng    *workflow.Engine
+	stub   *stub
+	parent *owner.Agent
+	events *recorder
+}
+
+func newEnv(t *testing.T, mutate ...func(*workflow.Config)) *env {
+	t.Helper()
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
+	require.NoError(t, err)
+	st := newStub("stub")
+	_, err = rt.RegisterProvider(sys.Scope(), st)
+	require.NoError(t, err)
+	cfg := workflow.Config{Provider: str("stub"), MaxConcurrentAgents: i64(8)}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	eng, err := workflow.NewEngine(workflow.Host{Actors: sys.Actors(), Scope: sys.Scope(), Inspector: sys.Tree().PID(), Logger: slog.New(logs)},
+		sys.Scope(), rt, cfg)
+	require.NoError(t, err)
+	e := &env{t: t, sys: sys, logs: logs, rt: rt, eng: eng, stub: st, parent: troupetest.Agent(t, sys, "parent-A"), events: newRecorder()}
+	_, err = eng.Listen(sys.Scope(), e.events.hear)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.Empty(t, e.events.violations(), "event invariant (W45) violations") })
+	return e
+}
+
+func (e *env) request(script string) workflow.Request {
+	return workflow.Request{Script: script, Meta: json.RawMessage(testMeta), Parent: e.parent}
+}
+
+// start starts a run and disposes it at cleanup.
+func (e *env) start(req workflow.Request) *workflow.Run {
+	e.t.Helper()
+	run, err := e.eng.Start(context.Background(), req)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = run.Dispose(context.Background()) })
+	return run
+}
+
+// result waits (bounded) for run's result.
+func result(t *testing.T, run *workflow.Run) workflow.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := run.Result(ctx)
+	require.NoError(t, err, "the run did not settle")
+	return res
+}
+
+// runScript starts script, waits for its result and disposes it.
+func (e *env) runScript(script string) workflow.Result {
+	e.t.Helper()
+	run := e.start(e.request(script))
+	res := result(e.t, run)
+	e.dispose(run)
+	return res
+}
+
+func (e *env) dispose(run *workflow.Run) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(e.t, run.Dispose(ctx))
+}
+
+func codeOf(t *testing.T, err error) (messages.Code, string) {
+	t.Helper()
+	var me *messages.Error
+	require.ErrorAs(t, err, &me)
+	return me.Code, me.Message
+}
+
+// ---- the stub provider (WORKFLOW.md §6.0) ----
+
+type stubMode int
+
+const (
+	auto stubMode = iota
+	manual
+)
+
+type stub struct {
+	name string
+	caps subagent.Capabilities
+
+	mu struct {
+		sync.Mutex
+		mode         stubMode
+		deferred     bool
+		ctxDeaf      bool
+		failsOnAbort bool
+		reply        func(req subagent.ResolvedRequest, index int) subagent.Result
+		disposeErr   error
+		disposePanic bool
+		neverSettle  bool
+		onCtx        func()
+		starts       []*stubRun
+		order        []string // "start <id>" / "dispose <id>"
+	}
+	changed chan struct{} // closed and replaced on every recorded change
+}
+
+type stubRun struct {
+	index    int
+	req      subagent.ResolvedRequest
+	ctx      context.Context
+	id       string
+	run      *subagent.Run
+	settle   func(subagent.Result, error)
+	publish  chan error // deferred: the test publishes (nil) or rejects
+	returned chan struct{}
+	disposes int
+}
+
+func newStub(name string) *stub {
+	s := &stub{name: name, caps: subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true}, changed: make(chan struct{})}
+	s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("stub reply") }
+	return s
+}
+
+func text(s string) subagent.Result {
+	return subagent.Result{Output: []tools.Block{{Type: "text", Text: s}}, StopReason: subagent.StopCompleted}
+}
+
+func (s *stub) set(f func(s *stub)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func (s *stub) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *stub) Name() string                        { return s.name }
+func (s *stub) Capabilities() subagent.Capabilities { return s.caps }
+func (s *stub) InheritsParentContext() bool         { return false }
+
+func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subagent.Run, error) {
+	s.mu.Lock()
+	r := &stubRun{index: len(s.mu.starts), req: req, ctx: ctx, publish: make(chan error, 1), returned: make(chan struct{})}
+	r.id = s.name + "-run-" + strconv.Itoa(r.index+1)
+	s.mu.starts = append(s.mu.starts, r)
+	s.mu.order = append(s.mu.order, "start "+r.id)
+	deferred, deaf, failsOnAbort, mode, reply := s.mu.deferred, s.mu.ctxDeaf, s.mu.failsOnAbort, s.mu.mode, s.mu.reply
+	disposeErr, disposePanic, never, onCtx := s.mu.disposeErr, s.mu.disposePanic, s.mu.neverSettle, s.mu.onCtx
+	s.notify()
+	s.mu.Unlock()
+	defer close(r.returned)
+	if deferred {
+		var err error
+		if deaf {
+			err = <-r.publish
+		} else {
+			select {
+			case err = <-r.publish:
+			case <-ctx.Done():
+				err = errors.New("child start aborted before publication")
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	run, settle := subagent.NewRun(r.id, false, func(context.Context) error {
+		s.mu.Lock()
+		r.disposes++
+		s.mu.order = append(s.mu.order, "dispose "+r.id)
+		s.notify()
+		s.mu.Unlock()
+		if disposePanic {
+			panic(disposeErr.Error())
+		}
+		return disposeErr
+	})
+	r.run, r.settle = run, settle
+	if onCtx != nil {
+		context.AfterFunc(ctx, onCtx)
+	}
+	if !deaf && !never {
+		context.AfterFunc(ctx, func() {
+			if failsOnAbort {
+				settle(subagent.Result{}, errors.New("backend crashed on abort"))
+				return
+			}
+			settle(subagent.Result{StopReason: subagent.StopAborted}, nil)
+		})
+	}
+	if mode == auto && !never {
+		settle(reply(req, r.index), nil)
+	}
+	return run, nil
+}
+
+// runs returns the starts so far.
+func (s *stub) runs() []*stubRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*stubRun(nil), s.mu.starts...)
+}
+
+func (s *stub) order() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.mu.order...)
+}
+
+func (s *stub) disposes(r *stubRun) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return r.disposes
+}
+
+// await waits until cond holds over the stub's state (re-checked on every change).
+func (s *stub) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// awaitStarts waits for n starts and returns them.
+func (s *stub) awaitStarts(t *testing.T, n int) []*stubRun {
+	t.Helper()
+	s.await(t, fmt.Sprintf("%d stub starts", n), func() bool { return len(s.runs()) >= n })
+	return s.runs()[:n]
+}
+
+// ---- the event recorder and W45's checker ----
+
+type recorder struct {
+	mu struct {
+		sync.Mutex
+		events []workflow.Event
+		errs   []string
+		starts map[string]*runCheck
+		ended  map[string]bool
+	}
+	changed chan struct{}
+}
+
+type runCheck struct {
+	meta   workflow.Meta
+	agents map[int]workflow.AgentInfo
+	open   map[int]bool
+	starts int
+}
+
+func newRecorder() *recorder {
+	r := &recorder{changed: make(chan struct{})}
+	r.mu.starts = map[string]*runCheck{}
+	r.mu.ended = map[string]bool{}
+	return r
+}
+
+func metaJSON(m workflow.Meta) string { b, _ := json.Marshal(m); return string(b) }
+
+// hear records ev and checks W45's invariants with DSH's messages.
+func (r *recorder) hear(ev workflow.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer func() { close(r.changed); r.changed = make(chan struct{}) }()
+	r.mu.events = append(r.mu.events, ev)
+	bad := func(s string) { r.mu.errs = append(r.mu.errs, s) }
+	id := ev.Run.ID
+	if ev.Type == workflow.EventStart {
+		if id == "" || ev.Run.Meta.Name == "" || ev.Run.Meta.Description == "" {
+			bad("workflow/start id, meta.name, and meta.description must be non-empty")
+		}
+		if r.mu.starts[id] != nil {
+			bad(fmt.Sprintf("workflow/start repeated run id %q", id))
+		}
+		r.mu.starts[id] = &runCheck{meta: ev.Run.Meta, agents: map[int]workflow.AgentInfo{}, open: map[int]bool{}}
+		return
+	}
+	rc := r.mu.starts[id]
+	if rc == nil || r.mu.ended[id] {
+		bad(fmt.Sprintf("workflow event has no matching workflow/start for run %q", id))
+		return
+	}
+	if metaJSON(rc.meta) != metaJSON(ev.Run.Meta) {
+		bad(fmt.Sprintf("workflow event meta diverges from workflow/start for run %q", id))
+	}
+	switch ev.Type {
+	case workflow.EventAgentStart:
+		if ev.Agent.Seq < 1 || ev.Agent.ChildID == "" {
+			bad("workflow/agent-start seq must be positive and childId must be non-empty")
+		}
+		if _, dup := rc.agents[ev.Agent.Seq]; dup {
+			bad(fmt.Sprintf("workflow/agent-start repeated seq %d", ev.Agent.Seq))
+		}
+		rc.agents[ev.Agent.Seq] = ev.Agent
+		rc.open[ev.Agent.Seq] = true
+		rc.starts++
+	case workflow.EventAgentEnd:
+		a, ok := rc.agents[ev.Agent.Seq]
+		if !ok || !rc.open[ev.Agent.Seq] {
+			bad(fmt.Sprintf("workflow/agent-end has no matching start for seq %d", ev.Agent.Seq))
+			return
+		}
+		if a.Label != ev.Agent.Label || a.ChildID != ev.Agent.ChildID || (a.Phase == nil) != (ev.Agent.Phase == nil) ||
+			(a.Phase != nil && *a.Phase != *ev.Agent.Phase) {
+			bad(fmt.Sprintf("workflow/agent-end identity diverges from workflow/agent-start for seq %d", ev.Agent.Seq))
+		}
+		delete(rc.open, ev.Agent.Seq)
+	case workflow.EventEnd:
+		if n := len(rc.open); n > 0 {
+			bad(fmt.Sprintf("workflow/end has %d agent call(s) without workflow/agent-end", n))
+		}
+		if ev.Result.AgentsStarted < rc.starts {
+			bad("workflow/end agentsStarted must be a safe integer covering every observed agent start")
+		}
+		if (ev.Result.Error == "") != (ev.Result.StopReason == workflow.StopCompleted) {
+			bad("workflow/end error must be absent exactly for completed runs")
+		}
+		r.mu.ended[id] = true
+	}
+}
+
+func (r *recorder) violations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.mu.errs...)
+}
+
+// of returns the events of run id, in order.
+func (r *recorder) of(id string) []workflow.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []workflow.Event
+	for _, ev := range r.mu.events {
+		if ev.Run.ID == id {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (r *recorder) all() []workflow.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]workflow.Event(nil), r.mu.events...)
+}
+
+// await waits until run id has an event of type typ.
+func (r *recorder) await(t *testing.T, id, typ string) workflow.Event {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		for _, ev := range r.of(id) {
+			if ev.Type == typ {
+				return ev
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s of run %s", typ, id)
+		}
+	}
+}
+
+func types(evs []workflow.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+func filter(evs []workflow.Event, typ string) []workflow.Event {
+	return slices.DeleteFunc(slices.Clone(evs), func(ev workflow.Event) bool { return ev.Type != typ })
+}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testMeta = `{"name":"test-flow","description":"a test workflow"}`
 
-func i64(v int64) *int64    { return &v }
+func i64(v int64) *int64   { return &v }
 func str(v string) *string { return &v }
 
 // env is one test's system: a subagent runtime with the stub provider, an engine
@@ -153,6 +153,8 @@ type stubRun struct {
 	publish  chan error // deferred: the test publishes (nil) or rejects
 	returned chan struct{}
 	disposes int
+
+	ctxErrAtStart error
 }
 
 func newStub(name string) *stub {
@@ -182,7 +184,7 @@ func (s *stub) InheritsParentContext() bool         { return false }
 
 func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subagent.Run, error) {
 	s.mu.Lock()
-	r := &stubRun{index: len(s.mu.starts), req: req, ctx: ctx, publish: make(chan error, 1), returned: make(chan struct{})}
+	r := &stubRun{index: len(s.mu.starts), req: req, ctx: ctx, ctxErrAtStart: ctx.Err(), publish: make(chan error, 1), returned: make(chan struct{})}
 	r.id = s.name + "-run-" + strconv.Itoa(r.index+1)
 	s.mu.starts = append(s.mu.starts, r)
 	s.mu.order = append(s.mu.order, "start "+r.id)
@@ -217,7 +219,10 @@ func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subage
 		}
 		return disposeErr
 	})
+	s.mu.Lock()
 	r.run, r.settle = run, settle
+	s.notify()
+	s.mu.Unlock()
 	if onCtx != nil {
 		context.AfterFunc(ctx, onCtx)
 	}
@@ -234,6 +239,19 @@ func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subage
 		settle(reply(req, r.index), nil)
 	}
 	return run, nil
+}
+
+// finish settles r's run (waiting for its publication) with res or err.
+func (s *stub) finish(t *testing.T, r *stubRun, res subagent.Result, err error) {
+	t.Helper()
+	var settle func(subagent.Result, error)
+	s.await(t, "the stub run's publication", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		settle = r.settle
+		return settle != nil
+	})
+	settle(res, err)
 }
 
 // runs returns the starts so far.

@@ -18,8 +18,8 @@ import (
 // Messages between the run actor and the script actor (WORKFLOW.md §1.3, DSH's names).
 type (
 	// script → run
-	msgReady       struct{}
-	msgChildStart  struct {
+	msgReady      struct{}
+	msgChildStart struct {
 		seq int
 		req subagent.Request
 	}

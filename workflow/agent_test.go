@@ -55,7 +55,9 @@ func TestWorkflowW13_SchemaOptionsAndProviderOverride(t *testing.T) {
 	require.Equal(t, &subagent.AgentOptions{Provider: "openai"}, e.stub.runs()[1].req.Options)
 
 	sel := newStub("selected")
-	sel.set(func(s *stub) { s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("selected reply") } })
+	sel.set(func(s *stub) {
+		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("selected reply") }
+	})
 	_, err := e.rt.RegisterProvider(e.sys.Scope(), sel)
 	require.NoError(t, err)
 	req := e.request("return await agent('x')")
@@ -65,7 +67,9 @@ func TestWorkflowW13_SchemaOptionsAndProviderOverride(t *testing.T) {
 	e.dispose(run)
 	require.Len(t, sel.runs(), 1)
 	require.Len(t, e.stub.runs(), 2, "stub saw none of the overridden run")
-	e.stub.set(func(s *stub) { s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("stub reply") } })
+	e.stub.set(func(s *stub) {
+		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("stub reply") }
+	})
 	res = e.runScript("return await agent('x')")
 	require.Equal(t, `"stub reply"`, string(res.Value))
 	require.Len(t, e.stub.runs(), 3)
@@ -92,7 +96,9 @@ func TestWorkflowW14_FailedChildResolvesNull(t *testing.T) {
 	}
 	require.Equal(t, map[int]workflow.Outcome{1: workflow.OutcomeFailed, 2: workflow.OutcomeCompleted}, outcomes)
 
-	e.stub.set(func(s *stub) { s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("prose") } })
+	e.stub.set(func(s *stub) {
+		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("prose") }
+	})
 	run = e.start(e.request("return await agent('p', { schema: { type: 'object' } })"))
 	res = result(t, run)
 	e.dispose(run)

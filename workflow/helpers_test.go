@@ -208,7 +208,10 @@ func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subage
 			return nil, err
 		}
 	}
+	var settleOnDispose func(subagent.Result, error)
 	run, settle := subagent.NewRun(r.id, false, func(context.Context) error {
+		// a disposed run settles (the seam's contract), even one that "never settles"
+		defer settleOnDispose(subagent.Result{StopReason: subagent.StopAborted}, nil)
 		s.mu.Lock()
 		r.disposes++
 		s.mu.order = append(s.mu.order, "dispose "+r.id)
@@ -219,6 +222,7 @@ func (s *stub) Start(ctx context.Context, req subagent.ResolvedRequest) (*subage
 		}
 		return disposeErr
 	})
+	settleOnDispose = settle
 	s.mu.Lock()
 	r.run, r.settle = run, settle
 	s.notify()
@@ -419,16 +423,20 @@ func (r *recorder) all() []workflow.Event {
 // await waits until run id has an event of type typ.
 func (r *recorder) await(t *testing.T, id, typ string) workflow.Event {
 	t.Helper()
+	return r.awaitN(t, id, typ, 1)
+}
+
+// awaitN waits until run id has n events of type typ and returns the n-th.
+func (r *recorder) awaitN(t *testing.T, id, typ string, n int) workflow.Event {
+	t.Helper()
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
 		ch := r.changed
 		r.mu.Unlock()
-		for _, ev := range r.of(id) {
-			if ev.Type == typ {
-				return ev
-			}
+		if evs := filter(r.of(id), typ); len(evs) >= n {
+			return evs[n-1]
 		}
 		select {
 		case <-ch:

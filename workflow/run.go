@@ -108,7 +108,8 @@ type (
 		seq int
 		err error
 	}
-	crashReq struct{}
+	crashReq    struct{}
+	runCrashReq struct{}
 )
 
 // runConfig is what a run actor is spawned with.
@@ -264,6 +265,8 @@ func (a *runActor) Receive(c actor.Context) {
 			a.settle("workflow settled")
 		}
 		a.finish(c)
+	case *runCrashReq:
+		panic("injected run crash")
 	case *crashReq:
 		if a.script != nil {
 			c.Send(a.script, &msgCrash{})

@@ -155,4 +155,3 @@ func trim(s string) string {
 	}
 	return s
 }
-

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,6 +99,7 @@ type (
 		seq int
 		run *subagent.Run
 		err error
+		p   *pendingStart
 	}
 	childResult struct {
 		seq int
@@ -138,7 +140,8 @@ type runActor struct {
 	runCtx    context.Context // the children's ctx; owned here, cancelled at reap/cancel
 	cancelRun context.CancelCauseFunc
 	children  map[int]*subagent.Run
-	forward   chan struct{} // closed when the actor stops: ends result forwarders
+	pendings  map[*pendingStart]struct{} // provider calls not yet processed as returned
+	forward   chan struct{}              // closed when the actor stops: ends result forwarders
 
 	grace         *time.Timer
 	disposing     bool
@@ -154,7 +157,7 @@ type runActor struct {
 func newRunActor(cfg runConfig) *runActor {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &runActor{cfg: cfg, core: newRunCore(), runCtx: ctx, cancelRun: cancel,
-		children: map[int]*subagent.Run{}, forward: make(chan struct{})}
+		children: map[int]*subagent.Run{}, pendings: map[*pendingStart]struct{}{}, forward: make(chan struct{})}
 }
 
 // scriptSupervisor stops a failed script actor, recording its panic text on the
@@ -211,6 +214,12 @@ func (a *runActor) Receive(c actor.Context) {
 		a.cfg.script.budget.terminate()
 		a.stopTimers()
 		close(a.forward)
+		for p := range a.pendings {
+			if !p.state.CompareAndSwap(pendingOpen, pendingAbandoned) && p.run != nil {
+				run := p.run // reported, but the message will never be processed
+				go func() { _ = safeDispose(run) }()
+			}
+		}
 	case *actor.Stopped:
 		cause := supervision.CauseNone
 		if a.panicText != "" {
@@ -419,9 +428,16 @@ func (a *runActor) startChild(m *msgChildStart) {
 	req.Parent = a.cfg.parentInfo
 	rt, provider, parent, ctx := a.cfg.rt, a.cfg.provider, a.cfg.parent, a.runCtx
 	root, self, seq := a.root, a.self, m.seq
+	p := &pendingStart{}
+	a.pendings[p] = struct{}{}
 	go func() {
 		run, err := safeStart(ctx, rt, provider, req, parent)
-		root.Send(self, &startReturned{seq: seq, run: run, err: err})
+		p.run = run
+		if p.state.CompareAndSwap(pendingOpen, pendingReported) {
+			root.Send(self, &startReturned{seq: seq, run: run, err: err, p: p})
+		} else if run != nil { // the run actor stopped without it: abandoned to this goroutine
+			_ = safeDispose(run)
+		}
 	}()
 }
 
@@ -434,7 +450,24 @@ func safeStart(ctx context.Context, rt *subagent.Runtime, provider string, req s
 	return rt.Start(ctx, provider, req, parent)
 }
 
+// pendingStart hands a provider call's returned run over between its goroutine and
+// the run actor without a lock: the goroutine reports it (open → reported) unless
+// the actor stopped first (open → abandoned), in which case the goroutine disposes
+// it; a run reported but never processed (protoactor's Stop drops queued messages)
+// is disposed by the actor as it stops.
+type pendingStart struct {
+	state atomic.Int32
+	run   *subagent.Run // written before the state changes from open
+}
+
+const (
+	pendingOpen int32 = iota
+	pendingReported
+	pendingAbandoned
+)
+
 func (a *runActor) startReturned(c actor.Context, m *startReturned) {
+	delete(a.pendings, m.p)
 	refusal, closed, publish := a.core.startReturned(m.seq, m.err == nil)
 	switch {
 	case publish:

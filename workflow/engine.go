@@ -68,7 +68,10 @@ func NewEngine(h Host, sc *scope.Scope, rt *subagent.Runtime, cfg Config) (*Engi
 	}
 	e := &Engine{root: h.Actors.Root, sc: sc, rt: rt, lim: cfg.resolve(), logger: logger, inspector: h.Inspector, gone: make(chan struct{})}
 	ea := &engineActor{e: e, global: h.Scope.ID(), listeners: map[scope.ID][]*listenerEntry{}, runs: map[string]*runEntry{}}
+	// resume under its guardian: each message is applied whole (a listener's panic is
+	// contained), and a restart would forget the live runs and every listener
 	props := actor.PropsFromProducer(func() actor.Actor { return ea },
+		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.ResumeDirective })),
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })))
 	pid := h.Actors.Root.SpawnPrefix(props, "workflow-engine-")
 	e.pid = pid

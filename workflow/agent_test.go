@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// §6.3 agent()
+// WORKFLOW.md 6.3 agent()
 
 func TestWorkflowW12_TextChildAndItsRequest(t *testing.T) {
 	e := newEnv(t)

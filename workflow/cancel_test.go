@@ -16,7 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// §6.6 Cancellation
+// WORKFLOW.md 6.6 Cancellation
 
 func TestWorkflowW29_CancelReachesTheChild(t *testing.T) {
 	e := newEnv(t)
@@ -175,7 +175,7 @@ func TestWorkflowW40_CancelClosesEveryPublishedCall(t *testing.T) {
 	require.Equal(t, workflow.EventEnd, evs[len(evs)-1].Type)
 }
 
-// §6.7 Script failure
+// WORKFLOW.md 6.7 Script failure
 
 func TestWorkflowW42_ScriptCrashSettlesErrorAndReaps(t *testing.T) {
 	e := newEnv(t)
@@ -210,7 +210,7 @@ func TestWorkflowW42_ScriptCrashSettlesErrorAndReaps(t *testing.T) {
 	require.True(t, e.logs.Contains("workflow: child dispose failed: dispose exploded during reap"), e.logs.Lines())
 }
 
-// §6.8 Events and engine
+// WORKFLOW.md 6.8 Events and engine
 
 func TestWorkflowW45_EventInvariantsAndRunIdentity(t *testing.T) {
 	e := newEnv(t) // the W45 checker is installed by newEnv in every case

@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// §6.4 Combinators and narration
+// WORKFLOW.md 6.4 Combinators and narration
 
 func TestWorkflowW21_CombinatorAndNarrationMisuseIsFatal(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.MaxItemsPerCall = i64(2) })
@@ -66,7 +66,7 @@ func TestWorkflowW23_FatalErrorsEscapeCombinators(t *testing.T) {
 	require.Contains(t, res.Error, `"bogus" is not recognized`)
 }
 
-// §6.5 Limits
+// WORKFLOW.md 6.5 Limits
 
 func TestWorkflowW25_TotalAgentCap(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.MaxTotalAgents = i64(2) })

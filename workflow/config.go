@@ -8,7 +8,7 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 )
 
-// Config is the engine's configuration (WORKFLOW.md §3.1). Every field is
+// Config is the engine's configuration (WORKFLOW.md 3.1). Every field is
 // presence-tracked: nil means the default.
 type Config struct {
 	// Provider is the subagent provider every child of a run starts through, unless
@@ -87,7 +87,7 @@ func (c Config) resolve() limits {
 	return l
 }
 
-// concurrency resolves MaxConcurrentAgents 0 (WORKFLOW.md §3.1, DSH's index.ts rule).
+// concurrency resolves MaxConcurrentAgents 0 (WORKFLOW.md 3.1, DSH's index.ts rule).
 func (l limits) concurrency() int {
 	if l.maxConcurrent > 0 {
 		return l.maxConcurrent

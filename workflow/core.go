@@ -2,7 +2,7 @@ package workflow
 
 import "slices"
 
-// runCore is the run actor's decisions (WORKFLOW.md §3.7–3.9) as a pure state
+// runCore is the run actor's decisions (WORKFLOW.md 3.7–3.9) as a pure state
 // machine: no goroutines, no clock, no actor. The shell feeds it what arrived and
 // carries out what it returns. Its invariants:
 //   - the run is claimed at most once, and the first claim's result is final;

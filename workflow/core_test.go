@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The terminal precedence (WORKFLOW.md §3.9) as a table over the pure core.
+// The terminal precedence (WORKFLOW.md 3.9) as a table over the pure core.
 func TestRunCorePrecedence(t *testing.T) {
 	done := Result{Value: json.RawMessage("7"), StopReason: StopCompleted, AgentsStarted: 2}
 	failedScript := Result{StopReason: StopError, Error: "boom", AgentsStarted: 1}

@@ -14,7 +14,7 @@
 //     Prepared.Launch(ctx) mints the run id, dispatches workflow/start and returns
 //     at once; ctx is the run's cancel signal. Engine.Start is both. A job registry
 //     can sit between the two (the workflow tool registers the run as a job of kind
-//     workflow, WORKFLOW.md §5.5, and launches it from the job's Run).
+//     workflow, WORKFLOW.md 5.5, and launches it from the job's Run).
 //  3. Run.Result(ctx) never fails for a run failure: the Result carries the stop
 //     reason (completed, cancelled, error), the JSON value and AgentsStarted.
 //     Run.Cancel(reason) resolves cancelled within DisposeGraceMs. Run.Dispose(ctx)

@@ -38,7 +38,7 @@ type Host struct {
 	Logger *slog.Logger
 }
 
-// Engine runs workflow scripts (WORKFLOW.md §3). Its state lives in the
+// Engine runs workflow scripts (WORKFLOW.md 3). Its state lives in the
 // workflow-engine actor; an Engine is a handle to it, safe for concurrent use.
 type Engine struct {
 	root      *actor.RootContext
@@ -95,10 +95,10 @@ func (e *Engine) shutdown(ctx context.Context) error {
 	return err
 }
 
-// Request is one run's request (WORKFLOW.md §3.2).
+// Request is one run's request (WORKFLOW.md 3.2).
 type Request struct {
 	Script           string
-	Meta             json.RawMessage // JSON data, validated (§2.8)
+	Meta             json.RawMessage // JSON data, validated (WORKFLOW.md 2.8)
 	Args             json.RawMessage // nil: the script's args is undefined
 	SubagentProvider *string         // nil: Config.Provider; invisible to the script
 	MaxTotalAgents   *int64          // nil: the engine ceiling; may lower, never raise
@@ -135,7 +135,7 @@ func (e *Engine) Start(ctx context.Context, req Request) (*Run, error) {
 
 func isJSSpace(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' }
 
-// Prepare runs every synchronous check of §3.3, in order, and publishes nothing.
+// Prepare runs every synchronous check of WORKFLOW.md 3.3, in order, and publishes nothing.
 func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if e.sc.Disposed() || e.stopped() {
 		return nil, errEngineStopped
@@ -232,7 +232,7 @@ func (p *Prepared) Launch(ctx context.Context) (*Run, error) {
 	return run, nil
 }
 
-// Listen registers fn in sc (WORKFLOW.md §4.3): in the global scope it hears every
+// Listen registers fn in sc (WORKFLOW.md 4.3): in the global scope it hears every
 // run, in another scope the runs whose parent agent is composed under it. fn runs
 // on the engine actor, one call at a time: it must not block or call the engine,
 // and must not mutate the borrowed event. A panic is contained and logged.

@@ -2,7 +2,7 @@ package workflow
 
 import "github.com/troupe-rt/troupe/messages"
 
-// The workflow error codes (WORKFLOW.md §3.5). Every code is fatal inside a script.
+// The workflow error codes (WORKFLOW.md 3.5). Every code is fatal inside a script.
 const (
 	CodeScriptParse          messages.Code = "SCRIPT_PARSE"
 	CodeMetaInvalid          messages.Code = "META_INVALID"

@@ -12,7 +12,7 @@ const (
 	StopError     StopReason = "error"
 )
 
-// Result is a settled run (WORKFLOW.md §3.4). Value is JSON text ("null" unless
+// Result is a settled run (WORKFLOW.md 3.4). Value is JSON text ("null" unless
 // the run completed with a value); Error is non-empty exactly when StopReason is
 // not completed.
 type Result struct {
@@ -22,7 +22,7 @@ type Result struct {
 	AgentsStarted int
 }
 
-// The event types (WORKFLOW.md §4.1).
+// The event types (WORKFLOW.md 4.1).
 const (
 	EventStart      = "workflow/start"
 	EventPhase      = "workflow/phase"

@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// §6.2 Script execution
+// WORKFLOW.md 6.2 Script execution
 
 func TestWorkflowW7_PhasesLogsPipelineAndEvents(t *testing.T) {
 	e := newEnv(t)

@@ -113,7 +113,7 @@ func codeOf(t *testing.T, err error) (messages.Code, string) {
 	return me.Code, me.Message
 }
 
-// ---- the stub provider (WORKFLOW.md §6.0) ----
+// ---- the stub provider (WORKFLOW.md 6.0) ----
 
 type stubMode int
 

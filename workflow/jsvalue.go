@@ -13,8 +13,8 @@ import (
 	"github.com/dop251/goja"
 )
 
-// materializer copies a value leaving the script into plain JSON data (WORKFLOW.md
-// §2.10). It runs inside a native call, so getters and proxy traps run as ordinary
+// materializer copies a value leaving the script into plain JSON data
+// (WORKFLOW.md 2.10). It runs inside a native call, so getters and proxy traps run as ordinary
 // JavaScript and their throws surface as the call's error.
 type materializer struct {
 	vm        *goja.Runtime

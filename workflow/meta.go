@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Meta is a run's normalized identity block (WORKFLOW.md §2.8). It is request data,
+// Meta is a run's normalized identity block (WORKFLOW.md 2.8). It is request data,
 // never evaluated. Its JSON form lists name, description, whenToUse, phases in that
 // order and omits absent fields; nil Phases is absent, an empty non-nil slice is [].
 type Meta struct {
@@ -51,7 +51,7 @@ func (m Meta) clone() Meta {
 	return m
 }
 
-// validateMeta checks raw against §2.8, collecting every violation in order, and
+// validateMeta checks raw against WORKFLOW.md 2.8, collecting every violation in order, and
 // returns the normalized copy or the META_INVALID error.
 func validateMeta(raw json.RawMessage) (Meta, error) {
 	var v *jv

@@ -17,14 +17,14 @@ import (
 	"github.com/troupe-rt/troupe/supervision"
 )
 
-// The supervision tree kinds of the engine's actors (WORKFLOW.md §3.11).
+// The supervision tree kinds of the engine's actors (WORKFLOW.md 3.11).
 const (
 	KindEngine supervision.Kind = "workflow-engine"
 	KindRun    supervision.Kind = "workflow-run"
 	KindScript supervision.Kind = "workflow-script"
 )
 
-// Run is a started workflow run (WORKFLOW.md §3.4). It is holder-owned: call
+// Run is a started workflow run (WORKFLOW.md 3.4). It is holder-owned: call
 // Dispose on every path. Its methods are safe for concurrent use.
 type Run struct {
 	id   string
@@ -349,7 +349,7 @@ func closeOnce(ch chan struct{}) {
 	}
 }
 
-// cancel is §3.8's processing of a cancel.
+// cancel is WORKFLOW.md 3.8's processing of a cancel.
 func (a *runActor) cancel(c actor.Context, reason string) {
 	if !a.core.cancel(reason) {
 		return
@@ -361,7 +361,7 @@ func (a *runActor) cancel(c actor.Context, reason string) {
 	a.grace = time.AfterFunc(a.cfg.grace, func() { a.root.Send(a.self, &graceExpired{}) })
 }
 
-// failure is a script failure (§3.10).
+// failure is a script failure (WORKFLOW.md 3.10).
 func (a *runActor) failure(c actor.Context, text string) {
 	if _, won := a.core.claimFailure(text); won {
 		a.settle("workflow script gone")

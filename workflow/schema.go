@@ -16,7 +16,7 @@ var schemaAllowed = map[string]bool{
 
 var schemaTypes = map[string]bool{"object": true, "array": true, "string": true, "number": true, "integer": true, "boolean": true, "null": true}
 
-// checkSchema returns the violations of the schema subset (WORKFLOW.md §2.11) in
+// checkSchema returns the violations of the schema subset (WORKFLOW.md 2.11) in
 // walk order; none means the schema is accepted.
 func checkSchema(root *jv) []string {
 	var out []string

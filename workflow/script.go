@@ -15,7 +15,7 @@ import (
 	"github.com/troupe-rt/troupe/supervision"
 )
 
-// Messages between the run actor and the script actor (WORKFLOW.md §1.3, DSH's names).
+// Messages between the run actor and the script actor (WORKFLOW.md 1.3, DSH's names).
 type (
 	// script → run
 	msgReady      struct{}
@@ -288,7 +288,7 @@ const preamble = `(function (P, check, isFatal) {
 
 var preambleProg = goja.MustCompile("workflow:preamble", preamble, false)
 
-// setup installs the globals (§2.2) into a fresh runtime.
+// setup installs the globals (WORKFLOW.md 2.2) into a fresh runtime.
 func (s *scriptActor) setup() error {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
@@ -471,7 +471,7 @@ func (s *scriptActor) renderErr(err error) string {
 	return "unknown error"
 }
 
-// renderValue is §3.4's rendering of a thrown value.
+// renderValue is WORKFLOW.md 3.4's rendering of a thrown value.
 func (s *scriptActor) renderValue(v goja.Value) string {
 	r, err := s.render(goja.Undefined(), v)
 	if err != nil {
@@ -562,7 +562,7 @@ var agentOptionKeys = map[string]bool{"label": true, "phase": true, "schema": tr
 
 const supportedOptions = "(supported: label, phase, schema, provider, model)"
 
-// agentHook is agent(prompt, opts?) (§2.3). It never throws: every failure rejects.
+// agentHook is agent(prompt, opts?) (WORKFLOW.md 2.3). It never throws: every failure rejects.
 func (s *scriptActor) agentHook(call goja.FunctionCall) goja.Value {
 	p, resolve, reject := s.vm.NewPromise()
 	ret := s.vm.ToValue(p)
@@ -704,7 +704,7 @@ func (s *scriptActor) logHook(call goja.FunctionCall) goja.Value {
 	return goja.Undefined()
 }
 
-// checkCombinator validates parallel()/pipeline() arguments (§2.4, §2.5); it
+// checkCombinator validates parallel()/pipeline() arguments (WORKFLOW.md 2.4, WORKFLOW.md 2.5); it
 // returns the engine error to reject with, or undefined.
 func (s *scriptActor) checkCombinator(call goja.FunctionCall) goja.Value {
 	hook := call.Argument(0).String()
@@ -745,7 +745,7 @@ func (s *scriptActor) checkCombinator(call goja.FunctionCall) goja.Value {
 	return goja.Undefined()
 }
 
-// cancel is §2.13: record the first reason, reject every queued waiter.
+// cancel is WORKFLOW.md 2.13: record the first reason, reject every queued waiter.
 func (s *scriptActor) cancel(reason string) {
 	if s.canceled {
 		return

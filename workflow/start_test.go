@@ -10,7 +10,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// §6.1 Start
+// WORKFLOW.md 6.1 Start
 
 func TestWorkflowW1_MetaNormalizesToItsJSON(t *testing.T) {
 	e := newEnv(t)

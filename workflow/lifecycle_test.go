@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -47,4 +48,51 @@ func TestWorkflowShutdownStopsLiveRuns(t *testing.T) {
 	require.Equal(t, "workflow engine stopped", context.Cause(r.ctx).Error())
 	_, err := e.eng.Start(ctx, e.request("return 1"))
 	require.ErrorIs(t, err, workflow.ErrStopped)
+}
+
+// Slots pass FIFO in acceptance order (WORKFLOW.md 3.6): with one slot, children
+// start strictly in the order their agent() calls were accepted.
+func TestWorkflowSlotsPassInAcceptanceOrder(t *testing.T) {
+	e := newEnv(t, func(c *workflow.Config) { c.MaxConcurrentAgents = i64(1) })
+	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	run := e.start(e.request("return await parallel(['a', 'b', 'c', 'd'].map(p => () => agent(p)))"))
+	for i, want := range []string{"a", "b", "c", "d"} {
+		r := e.stub.awaitStarts(t, i+1)[i]
+		require.Equal(t, want, r.req.Prompt)
+		e.stub.finish(t, r, text(want+"!"), nil)
+	}
+	res := result(t, run)
+	e.dispose(run)
+	require.Equal(t, `["a!","b!","c!","d!"]`, string(res.Value), res.Error)
+	live, peak := 0, 0
+	for _, o := range e.stub.order() {
+		if o[:6] == "start " {
+			live++
+		} else {
+			live--
+		}
+		peak = max(peak, live)
+	}
+	require.Equal(t, 1, peak)
+}
+
+// A run a provider returns after the run closed is refused and disposed by the run
+// actor; a failing dispose is logged (WORKFLOW.md 3.7), and no agent event follows.
+func TestWorkflowRunReturnedAfterClosureIsRefusedAndDisposed(t *testing.T) {
+	e := newEnv(t)
+	e.stub.set(func(s *stub) {
+		s.mu.deferred, s.mu.ctxDeaf = true, true
+		s.mu.disposeErr = errors.New("refused dispose exploded")
+	})
+	run := e.start(e.request("try { await agent('late') } catch (e) { return e.code }"))
+	r := e.stub.awaitStarts(t, 1)[0]
+	run.Cancel("closed first")
+	r.publish <- nil
+	res := result(t, run)
+	require.Equal(t, workflow.StopCancelled, res.StopReason)
+	e.dispose(run)
+	e.stub.await(t, "the refused run's dispose", func() bool { return e.stub.disposes(r) == 1 })
+	require.Eventually(t, func() bool { return e.logs.Contains("workflow: refused child dispose failed: refused dispose exploded") },
+		5*time.Second, time.Millisecond)
+	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentStart))
 }

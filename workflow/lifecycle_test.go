@@ -92,7 +92,9 @@ func TestWorkflowRunReturnedAfterClosureIsRefusedAndDisposed(t *testing.T) {
 	require.Equal(t, workflow.StopCancelled, res.StopReason)
 	e.dispose(run)
 	e.stub.await(t, "the refused run's dispose", func() bool { return e.stub.disposes(r) == 1 })
-	require.Eventually(t, func() bool { return e.logs.Contains("workflow: refused child dispose failed: refused dispose exploded") },
+	require.Eventually(t, func() bool {
+		return e.logs.Contains("workflow: refused child dispose failed: refused dispose exploded")
+	},
 		5*time.Second, time.Millisecond)
 	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentStart))
 }

@@ -146,3 +146,13 @@ func TestWorkflowW11_SliceBudget(t *testing.T) {
 	require.Equal(t, workflow.StopCompleted, res.StopReason, res.Error)
 	require.Equal(t, "1", string(res.Value))
 }
+
+// The hook functions are frozen, the globals ordinary writable properties: a script
+// that overwrites a hook only breaks itself (WORKFLOW.md 2.2).
+func TestWorkflowHooksFrozenGlobalsWritable(t *testing.T) {
+	e := newEnv(t)
+	res := e.runScript("const frozen = [agent, parallel, pipeline, phase, log].every(f => Object.isFrozen(f))\nagent = () => 'mine'\nreturn [frozen, agent()]")
+	require.Equal(t, `[true,"mine"]`, string(res.Value), res.Error)
+	res = e.runScript("return await agent('fresh runtime per run')")
+	require.Equal(t, `"stub reply"`, string(res.Value), "the next run has its own globals")
+}

@@ -40,7 +40,9 @@ func TestSpec182_RunTimeThrowResolvesError(t *testing.T) {
 func TestSpec183_MaxTokensChildIsNullAndTheRunCompletes(t *testing.T) {
 	e := newEnv(t)
 	e.stub.set(func(s *stub) {
-		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return subagent.Result{StopReason: subagent.StopMaxTokens} }
+		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result {
+			return subagent.Result{StopReason: subagent.StopMaxTokens}
+		}
 	})
 	res := e.runScript("const v = await agent('long answer')\nreturn { v, ok: v === null }")
 	require.Equal(t, workflow.StopCompleted, res.StopReason, res.Error)

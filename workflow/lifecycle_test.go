@@ -98,3 +98,36 @@ func TestWorkflowRunReturnedAfterClosureIsRefusedAndDisposed(t *testing.T) {
 		5*time.Second, time.Millisecond)
 	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentStart))
 }
+
+// Prepare publishes nothing; Launch dispatches workflow/start before it returns, a
+// second Launch returns the first run; Observe hears its own run, before listeners.
+func TestWorkflowPrepareLaunchObserve(t *testing.T) {
+	e := newEnv(t)
+	var order []string // appended on the engine actor only; read after the run's end was delivered
+	eff, err := e.eng.Listen(e.sys.Scope(), func(ev workflow.Event) {
+		if ev.Type == workflow.EventStart || ev.Type == workflow.EventEnd {
+			order = append(order, "listener "+ev.Type)
+		}
+	})
+	require.NoError(t, err)
+	req := e.request("log('x')\nreturn 1")
+	req.Observe = func(ev workflow.Event) { order = append(order, "observe "+ev.Type) }
+	p, err := e.eng.Prepare(req)
+	require.NoError(t, err)
+	require.Empty(t, e.events.all(), "Prepare publishes nothing")
+	run, err := p.Launch(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, workflow.EventStart, e.events.of(run.ID())[0].Type, "workflow/start is dispatched before Launch returns")
+	again, err := p.Launch(context.Background())
+	require.NoError(t, err)
+	require.Same(t, run, again)
+	require.Equal(t, "1", string(result(t, run).Value))
+	e.dispose(run) // returns once workflow/end reached every listener
+	require.Equal(t, []string{"observe workflow/start", "listener workflow/start", "observe workflow/log",
+		"observe workflow/end", "listener workflow/end"}, order)
+
+	require.NoError(t, eff.Run(context.Background())) // unlisten
+	other := e.runScript("return 2")
+	require.Equal(t, "2", string(other.Value))
+	require.Len(t, order, 5, "Observe hears only its own run")
+}

@@ -65,6 +65,12 @@ const (
 	// CodeInvalidSession: an agent with the empty session id (NewAgent, owner.Spawn,
 	// RegisterAgent). "" is the "no caller" identity of the access calls, never an agent's.
 	CodeInvalidSession Code = "agent/invalid-session"
+	// CodeUnauthenticated: a wire request names a session but carries no credential
+	// of that session's registered incarnation (docs/THREAT-MODEL.md).
+	CodeUnauthenticated Code = "job/unauthenticated"
+	// CodeAgentRegistered: another live incarnation is registered for the session;
+	// only a replace that holds that incarnation's handle may displace it.
+	CodeAgentRegistered Code = "job/agent-registered"
 )
 
 // Error is troupe's one error type: a stable Code, the message text (SPEC's wording),

@@ -494,8 +494,14 @@ type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	CallerSession string                 `protobuf:"bytes,2,opt,name=caller_session,json=callerSession,proto3" json:"caller_session,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// caller_credential proves caller_session: the secret the registry minted for
+	// that session's registered incarnation (registry.Client.WireCredential). The
+	// session string alone is data, never authority: a request naming a session
+	// without that incarnation's current credential is refused with
+	// job/unauthenticated. The sender PID is not checked: anyone can set it.
+	CallerCredential []byte `protobuf:"bytes,3,opt,name=caller_credential,json=callerCredential,proto3" json:"caller_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
@@ -540,6 +546,13 @@ func (x *GetRequest) GetCallerSession() string {
 		return x.CallerSession
 	}
 	return ""
+}
+
+func (x *GetRequest) GetCallerCredential() []byte {
+	if x != nil {
+		return x.CallerCredential
+	}
+	return nil
 }
 
 type GetReply struct {
@@ -597,8 +610,10 @@ func (x *GetReply) GetError() *ErrorInfo {
 type ListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CallerSession string                 `protobuf:"bytes,1,opt,name=caller_session,json=callerSession,proto3" json:"caller_session,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// caller_credential proves caller_session (see GetRequest).
+	CallerCredential []byte `protobuf:"bytes,2,opt,name=caller_credential,json=callerCredential,proto3" json:"caller_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -636,6 +651,13 @@ func (x *ListRequest) GetCallerSession() string {
 		return x.CallerSession
 	}
 	return ""
+}
+
+func (x *ListRequest) GetCallerCredential() []byte {
+	if x != nil {
+		return x.CallerCredential
+	}
+	return nil
 }
 
 type ListReply struct {
@@ -694,8 +716,10 @@ type ReadRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	CallerSession string                 `protobuf:"bytes,2,opt,name=caller_session,json=callerSession,proto3" json:"caller_session,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// caller_credential proves caller_session (see GetRequest).
+	CallerCredential []byte `protobuf:"bytes,3,opt,name=caller_credential,json=callerCredential,proto3" json:"caller_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReadRequest) Reset() {
@@ -740,6 +764,13 @@ func (x *ReadRequest) GetCallerSession() string {
 		return x.CallerSession
 	}
 	return ""
+}
+
+func (x *ReadRequest) GetCallerCredential() []byte {
+	if x != nil {
+		return x.CallerCredential
+	}
+	return nil
 }
 
 type ReadReply struct {
@@ -808,9 +839,11 @@ type KillRequest struct {
 	CallerSession string                 `protobuf:"bytes,2,opt,name=caller_session,json=callerSession,proto3" json:"caller_session,omitempty"`
 	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// no_claim: this kill does not claim the completion report (a human kill).
-	NoClaim       bool `protobuf:"varint,4,opt,name=no_claim,json=noClaim,proto3" json:"no_claim,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoClaim bool `protobuf:"varint,4,opt,name=no_claim,json=noClaim,proto3" json:"no_claim,omitempty"`
+	// caller_credential proves caller_session (see GetRequest).
+	CallerCredential []byte `protobuf:"bytes,5,opt,name=caller_credential,json=callerCredential,proto3" json:"caller_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *KillRequest) Reset() {
@@ -869,6 +902,13 @@ func (x *KillRequest) GetNoClaim() bool {
 		return x.NoClaim
 	}
 	return false
+}
+
+func (x *KillRequest) GetCallerCredential() []byte {
+	if x != nil {
+		return x.CallerCredential
+	}
+	return nil
 }
 
 type KillReply struct {
@@ -936,8 +976,10 @@ type WaitRequest struct {
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	CallerSession string                 `protobuf:"bytes,2,opt,name=caller_session,json=callerSession,proto3" json:"caller_session,omitempty"`
 	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// caller_credential proves caller_session (see GetRequest).
+	CallerCredential []byte `protobuf:"bytes,4,opt,name=caller_credential,json=callerCredential,proto3" json:"caller_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *WaitRequest) Reset() {
@@ -989,6 +1031,13 @@ func (x *WaitRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *WaitRequest) GetCallerCredential() []byte {
+	if x != nil {
+		return x.CallerCredential
+	}
+	return nil
 }
 
 type WaitReply struct {
@@ -2359,40 +2408,45 @@ const file_troupe_proto_rawDesc = "" +
 	"\adetails\x18\x03 \x03(\v2!.troupe.v1.ErrorInfo.DetailsEntryR\adetails\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"J\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
 	"\n" +
 	"GetRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
-	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\"j\n" +
+	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\x12+\n" +
+	"\x11caller_credential\x18\x03 \x01(\fR\x10callerCredential\"j\n" +
 	"\bGetReply\x122\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x16.troupe.v1.JobSnapshotR\bsnapshot\x12*\n" +
-	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"4\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"a\n" +
 	"\vListRequest\x12%\n" +
-	"\x0ecaller_session\x18\x01 \x01(\tR\rcallerSession\"c\n" +
+	"\x0ecaller_session\x18\x01 \x01(\tR\rcallerSession\x12+\n" +
+	"\x11caller_credential\x18\x02 \x01(\fR\x10callerCredential\"c\n" +
 	"\tListReply\x12*\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x16.troupe.v1.JobSnapshotR\x04jobs\x12*\n" +
-	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"K\n" +
+	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"x\n" +
 	"\vReadRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
-	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\"\x7f\n" +
+	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\x12+\n" +
+	"\x11caller_credential\x18\x03 \x01(\fR\x10callerCredential\"\x7f\n" +
 	"\tReadReply\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x122\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x16.troupe.v1.JobSnapshotR\bsnapshot\x12*\n" +
-	"\x05error\x18\x03 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"~\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"\xab\x01\n" +
 	"\vKillRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
 	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x19\n" +
-	"\bno_claim\x18\x04 \x01(\bR\anoClaim\"\x9a\x01\n" +
+	"\bno_claim\x18\x04 \x01(\bR\anoClaim\x12+\n" +
+	"\x11caller_credential\x18\x05 \x01(\fR\x10callerCredential\"\x9a\x01\n" +
 	"\tKillReply\x12-\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x15.troupe.v1.KillResultR\x06result\x122\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x16.troupe.v1.JobSnapshotR\bsnapshot\x12*\n" +
-	"\x05error\x18\x03 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"j\n" +
+	"\x05error\x18\x03 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"\x97\x01\n" +
 	"\vWaitRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
 	"\x0ecaller_session\x18\x02 \x01(\tR\rcallerSession\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"k\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12+\n" +
+	"\x11caller_credential\x18\x04 \x01(\fR\x10callerCredential\"k\n" +
 	"\tWaitReply\x122\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x16.troupe.v1.JobSnapshotR\bsnapshot\x12*\n" +
 	"\x05error\x18\x02 \x01(\v2\x14.troupe.v1.ErrorInfoR\x05error\"O\n" +

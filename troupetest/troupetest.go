@@ -54,13 +54,40 @@ func Served(t testing.TB, mutate ...func(*troupe.Config)) (*troupe.System, *Logs
 }
 
 // Agent spawns and registers an agent incarnation of session under the global scope.
+// If an incarnation this helper made for session is still registered, the new one
+// replaces it with its handle (Jobs.ReplaceAgent): the old one stays live, stale.
 func Agent(t testing.TB, sys *troupe.System, session string) *owner.Agent {
 	t.Helper()
 	a, err := sys.NewAgent(nil, session)
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
+	k := agentKey{sys, session}
+	made.Lock()
+	old := made.last[k]
+	made.last[k] = a
+	made.Unlock()
+	if old == nil {
+		t.Cleanup(func() {
+			made.Lock()
+			delete(made.last, k)
+			made.Unlock()
+		})
+		require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
+		return a
+	}
+	require.NoError(t, sys.Jobs().ReplaceAgent(context.Background(), old, a))
 	return a
 }
+
+type agentKey struct {
+	sys     *troupe.System
+	session string
+}
+
+// made holds the last incarnation Agent made per system and session (test-side).
+var made = struct {
+	sync.Mutex
+	last map[agentKey]*owner.Agent
+}{last: map[agentKey]*owner.Agent{}}
 
 // Logs is a slog.Handler that records messages, for asserting SPEC's warning texts.
 type Logs struct {

@@ -78,10 +78,19 @@ func newDrainEnv(t *testing.T) *drainEnv {
 }
 
 func (e *drainEnv) parent(t *testing.T, id string) (*owner.Agent, *verbSurface) {
+	return e.replace(t, nil, id)
+}
+
+// replace registers a new instance of session id in place of old (nil: none).
+func (e *drainEnv) replace(t *testing.T, old *owner.Agent, id string) (*owner.Agent, *verbSurface) {
 	s := &verbSurface{calls: make(chan string, 16)}
 	p, err := e.sys.NewAgent(nil, id, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), p))
+	if old == nil {
+		require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), p))
+	} else {
+		require.NoError(t, e.sys.Jobs().ReplaceAgent(context.Background(), old, p))
+	}
 	return p, s
 }
 
@@ -133,7 +142,7 @@ func TestDrainDescendantsChildFirstAndScopedAdmission(t *testing.T) {
 	require.Equal(t, subagent.CodeDraining, messages.CodeOf(err))
 	require.EqualError(t, err, `continuable subagents below parent "P" are draining; the operation was not admitted`)
 
-	replacement, s2 := e.parent(t, "P")
+	replacement, s2 := e.replace(t, p, "P")
 	_, _, err = e.m.Start(context.Background(), replacement, "spawn", "d", "D", subagent.Request{Prompt: "x"})
 	require.NoError(t, err, "a same-session replacement is not poisoned")
 	require.Equal(t, "followup Background subagent D finished and will do no further work unless you send it more.", s2.next(t))

@@ -70,8 +70,17 @@ type (
 	}
 	agentReq struct {
 		agent      *owner.Agent
+		replaces   *owner.Agent // ReplaceAgent: the incarnation a displaces (its handle is the authority)
 		unregister bool
 		reply      chan<- error
+	}
+	credentialReq struct {
+		agent *owner.Agent
+		reply chan<- credentialRes
+	}
+	credentialRes struct {
+		secret []byte
+		err    error
 	}
 	agentsMountedReq struct{ reply chan<- bool }
 	lookupAgentReq   struct {
@@ -171,6 +180,7 @@ type registryActor struct {
 	agentMounts int
 	agents      map[string]*actor.PID // session → registered instance
 	agentOf     map[string]string     // registered instance's PID Id → its session (agents reversed)
+	secrets     map[string][]byte     // session → the wire credential of its registered instance (auth.go)
 
 	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
 
@@ -201,6 +211,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		layers:      map[scope.ID][]*registration{},
 		agents:      map[string]*actor.PID{},
 		agentOf:     map[string]string{},
+		secrets:     map[string][]byte{},
 		observers:   map[string][]chan<- getRes{},
 		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}
@@ -276,6 +287,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		m.reply <- struct{}{}
 	case *agentReq:
 		m.reply <- r.agent(c, m)
+	case *credentialReq:
+		m.reply <- r.credential(m.agent)
 	case *lookupAgentReq:
 		m.reply <- r.agents[m.session]
 	case *agentsMountedReq:
@@ -340,13 +353,19 @@ func (r *registryActor) sessionOf(pid *actor.PID) string {
 }
 
 // registerAgent makes pid the registered instance of session s, replacing (and
-// unindexing) any previous one.
+// unindexing) any previous one — the caller has checked the registration rule
+// (agent). A new instance gets a fresh wire credential; the old one's is revoked.
 func (r *registryActor) registerAgent(s string, pid *actor.PID) {
-	if old := r.agents[s]; old != nil {
+	old := r.agents[s]
+	if old != nil && old.Equal(pid) {
+		return // registered already: the credential stays
+	}
+	if old != nil {
 		delete(r.agentOf, old.Id)
 	}
 	r.agents[s] = pid
 	r.agentOf[pid.Id] = s
+	r.secrets[s] = mintSecret()
 }
 
 // unregisterAgent removes pid from the agent registry if it is the instance
@@ -355,6 +374,7 @@ func (r *registryActor) unregisterAgent(s string, pid *actor.PID) {
 	if p := r.agents[s]; p != nil && p.Equal(pid) {
 		delete(r.agents, s)
 		delete(r.agentOf, pid.Id)
+		delete(r.secrets, s)
 	}
 }
 
@@ -815,6 +835,7 @@ func (r *registryActor) detach(token uint64) {
 		if r.agentMounts--; r.agentMounts == 0 {
 			clear(r.agents)
 			clear(r.agentOf)
+			clear(r.secrets)
 		}
 	default:
 		l := r.layers[reg.scope]
@@ -832,6 +853,9 @@ func (r *registryActor) detach(token uint64) {
 	}
 }
 
+// agent registers or unregisters an instance under the registration rule: a
+// session's live registered instance is displaced only by a replace that holds its
+// handle (ReplaceAgent); otherwise it must be unregistered (disposed) first.
 func (r *registryActor) agent(c actor.Context, m *agentReq) error {
 	s := m.agent.Session()
 	if s == "" {
@@ -846,6 +870,9 @@ func (r *registryActor) agent(c actor.Context, m *agentReq) error {
 	}
 	if o := r.owners[m.agent.PID().Id]; (o != nil && o.tornDown) || m.agent.Scope().Disposed() || !r.alive(c, m.agent.PID()) {
 		return messages.Errorf(messages.CodeOwnerNotLive, "agent %q has been torn down and cannot be registered again", s)
+	}
+	if err := r.mayRegister(s, m.agent.PID(), m.replaces); err != nil {
+		return err
 	}
 	r.registerAgent(s, m.agent.PID())
 	return nil

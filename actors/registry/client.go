@@ -364,15 +364,62 @@ func (c *Client) detach(ctx context.Context, token uint64) error {
 	return nil
 }
 
-// RegisterAgent makes a the registered instance of its session (replacing any
-// earlier one). Disposing a's scope unregisters it. A registration aborted by ctx
-// is undone (the unregister is queued behind it).
+// RegisterAgent makes a the registered instance of its session. It fails with
+// job/agent-registered while another live instance is registered for the session:
+// that one must leave the registry first (be unregistered, disposed, or its owner
+// actor stop), or be displaced by ReplaceAgent with its handle. Registering a again
+// is a no-op. Disposing a's scope unregisters it. A registration aborted by ctx is
+// undone (the unregister is queued behind it).
 func (c *Client) RegisterAgent(ctx context.Context, a *owner.Agent) error {
+	return c.registerAgent(ctx, a, nil)
+}
+
+// ReplaceAgent makes a the registered instance of its session in place of old, the
+// instance registered now: holding old's handle is the authority to displace it.
+// old stays live (a stale incarnation, SPEC §1.3 rule 26) but no longer speaks for
+// the session, and its wire credential is revoked. If no instance is registered,
+// it registers a; if another one than old is, it fails with job/agent-registered.
+func (c *Client) ReplaceAgent(ctx context.Context, old, a *owner.Agent) error {
+	if old == nil || old.PID() == nil {
+		return invalidAgent()
+	}
+	return c.registerAgent(ctx, a, old)
+}
+
+// WireCredential returns the credential that authenticates a's session in wire
+// requests (messages.GetRequest.caller_credential and friends): a secret the
+// registry minted when a was registered, valid while a stays registered. It fails
+// with job/owner-not-live unless a is its session's registered instance. Hand it
+// only to the code that speaks for a (its own actor, a peer acting for it).
+func (c *Client) WireCredential(ctx context.Context, a *owner.Agent) ([]byte, error) {
+	if a == nil || a.PID() == nil {
+		return nil, invalidAgent()
+	}
+	if ctx.Err() != nil {
+		return nil, job.Aborted(ctx)
+	}
+	reply := make(chan credentialRes, 1)
+	c.root.Send(c.pid, &credentialReq{agent: a, reply: reply})
+	res, err := await(ctx, c, reply)
+	if err != nil {
+		return nil, err
+	}
+	return res.secret, res.err
+}
+
+func invalidAgent() error {
+	return messages.Errorf(messages.CodeOwnerNotLive, "not an agent instance: agents are made by System.NewAgent (owner.Spawn)")
+}
+
+func (c *Client) registerAgent(ctx context.Context, a, replaces *owner.Agent) error {
+	if a == nil || a.PID() == nil || a.Scope() == nil {
+		return invalidAgent()
+	}
 	if ctx.Err() != nil {
 		return job.Aborted(ctx)
 	}
 	reply := make(chan error, 1)
-	c.root.Send(c.pid, &agentReq{agent: a, reply: reply})
+	c.root.Send(c.pid, &agentReq{agent: a, replaces: replaces, reply: reply})
 	if err, werr := await(ctx, c, reply); werr != nil || err != nil {
 		if werr != nil {
 			c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: make(chan error, 1)})
@@ -414,6 +461,9 @@ func (c *Client) AgentsMounted(ctx context.Context) bool {
 
 // UnregisterAgent removes a from the agent registry if it is the registered instance.
 func (c *Client) UnregisterAgent(ctx context.Context, a *owner.Agent) error {
+	if a == nil || a.PID() == nil {
+		return invalidAgent()
+	}
 	if ctx.Err() != nil {
 		return job.Aborted(ctx)
 	}

@@ -12,6 +12,7 @@ type Footprint struct {
 	Owners      int // incarnations that started jobs and are not yet torn down and removed
 	Agents      int // sessions with a registered instance
 	AgentsByPID int // the agent registry's reverse index
+	Credentials int // wire credentials of registered instances
 	Buckets     int // admission buckets holding at least one slot
 	Kinds       int // id counters
 	Jobs        int // records by id (live and settled, until removal)
@@ -34,6 +35,7 @@ func (r *registryActor) footprint() Footprint {
 		Owners:        len(r.owners),
 		Agents:        len(r.agents),
 		AgentsByPID:   len(r.agentOf),
+		Credentials:   len(r.secrets),
 		Buckets:       len(r.adm.buckets),
 		Kinds:         len(r.adm.counters),
 		Jobs:          len(r.idx.byID),

@@ -15,29 +15,49 @@ import (
 // an actor on another node — or any sender of protobuf messages — can read, list,
 // kill and wait on jobs. Each request is answered with its *Reply to the sender.
 // It reports whether the message was one of them.
+//
+// A request is fenced by the session its credential proves (auth.go), never by the
+// session string alone nor by its sender PID: one naming a session without that
+// session's current credential is refused with job/unauthenticated before any
+// lookup, so it learns nothing and no producer hook runs.
 func (r *registryActor) receiveProto(c actor.Context) bool {
 	switch m := c.Message().(type) {
 	case *messages.GetRequest:
-		rec, err := r.access(m.JobId, m.CallerSession)
+		caller, err := r.authenticate(m.CallerSession, m.CallerCredential)
+		if err != nil {
+			c.Respond(&messages.GetReply{Error: errorInfo(err)})
+			return true
+		}
+		rec, err := r.access(m.JobId, caller)
 		if err != nil {
 			c.Respond(&messages.GetReply{Error: errorInfo(err)})
 			return true
 		}
 		c.Respond(&messages.GetReply{Snapshot: rec.snapshot()})
 	case *messages.ListRequest:
+		caller, err := r.authenticate(m.CallerSession, m.CallerCredential)
+		if err != nil {
+			c.Respond(&messages.ListReply{Error: errorInfo(err)})
+			return true
+		}
 		if r.disposed {
 			c.Respond(&messages.ListReply{Error: errorInfo(errDisposed())})
 			return true
 		}
-		recs := r.idx.list(m.CallerSession)
+		recs := r.idx.list(caller)
 		out := make([]*messages.JobSnapshot, len(recs))
 		for i, rec := range recs {
 			out[i] = rec.snapshot()
 		}
 		c.Respond(&messages.ListReply{Jobs: out})
 	case *messages.ReadRequest:
+		caller, err := r.authenticate(m.CallerSession, m.CallerCredential)
+		if err != nil {
+			c.Respond(&messages.ReadReply{Error: errorInfo(err)})
+			return true
+		}
 		reply := make(chan job.ReadResult, 1)
-		r.read(c, &job.Read{ID: m.JobId, Caller: m.CallerSession, Reply: reply})
+		r.read(c, &job.Read{ID: m.JobId, Caller: caller, Reply: reply})
 		r.relay(c, func(stopped <-chan struct{}) proto.Message {
 			select {
 			case res := <-reply:
@@ -47,8 +67,13 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			}
 		})
 	case *messages.KillRequest:
+		caller, err := r.authenticate(m.CallerSession, m.CallerCredential)
+		if err != nil {
+			c.Respond(&messages.KillReply{Error: errorInfo(err)})
+			return true
+		}
 		reply := make(chan job.KillResult, 1)
-		r.kill(c, &job.Kill{ID: m.JobId, Caller: m.CallerSession, Reason: m.Reason, NoClaim: m.NoClaim, Reply: reply})
+		r.kill(c, &job.Kill{ID: m.JobId, Caller: caller, Reason: m.Reason, NoClaim: m.NoClaim, Reply: reply})
 		r.relay(c, func(stopped <-chan struct{}) proto.Message {
 			select {
 			case res := <-reply:
@@ -58,12 +83,17 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			}
 		})
 	case *messages.WaitRequest:
+		caller, err := r.authenticate(m.CallerSession, m.CallerCredential)
+		if err != nil {
+			c.Respond(&messages.WaitReply{Error: errorInfo(err)})
+			return true
+		}
 		timeout := time.Duration(m.TimeoutMs) * time.Millisecond
 		wctx, cancel := context.WithTimeoutCause(context.Background(), timeout, job.ErrWaitTimeout)
 		reply := make(chan job.WaitResult, 1)
 		token := r.client.tokens.Add(1)
 		self := c.Self()
-		r.wait(c, &job.Wait{ID: m.JobId, Caller: m.CallerSession, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply})
+		r.wait(c, &job.Wait{ID: m.JobId, Caller: caller, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply})
 		r.relay(c, func(stopped <-chan struct{}) proto.Message {
 			defer cancel()
 			var res job.WaitResult

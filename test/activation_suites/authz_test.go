@@ -105,7 +105,7 @@ func authzSchedule(t testing.TB, m mode, seed uint64, rng *rand.Rand, resident b
 	// disposed); strangers: X (live, no children), and a forged instance of P1's
 	// session that was never registered.
 	stale := registered["P0"]
-	registered["P0"] = w.parent("P0")
+	registered["P0"] = w.replaceParent(stale, "P0")
 	senders = append(senders, sender{"P0 (replacement)", registered["P0"]})
 	if rng.IntN(2) == 0 {
 		require.NoError(t, stale.Dispose(t.Context()))

@@ -219,11 +219,19 @@ func (w *world) child(id string) *owner.Agent {
 }
 
 // parent registers a top-level agent of session whose surface records notices.
-func (w *world) parent(session string) *owner.Agent {
+func (w *world) parent(session string) *owner.Agent { return w.replaceParent(nil, session) }
+
+// replaceParent registers a new top-level agent of session in place of old (nil:
+// none registered), with the old one's handle (Jobs.ReplaceAgent).
+func (w *world) replaceParent(old *owner.Agent, session string) *owner.Agent {
 	w.t.Helper()
 	a, err := w.sys.NewAgent(nil, session, owner.Options{Surface: &surface{w: w, session: session}})
 	require.NoError(w.t, err)
-	require.NoError(w.t, w.sys.Jobs().RegisterAgent(context.Background(), a))
+	if old == nil {
+		require.NoError(w.t, w.sys.Jobs().RegisterAgent(context.Background(), a))
+	} else {
+		require.NoError(w.t, w.sys.Jobs().ReplaceAgent(context.Background(), old, a))
+	}
 	return a
 }
 

@@ -223,6 +223,7 @@ type world struct {
 	settled *settlements
 	calls   atomic.Uint64
 	incs    int
+	current map[string]*owner.Agent // the last incarnation spawned per session
 	jobs    map[string]*jobRec
 	noticed map[string]bool
 	total   totals
@@ -256,7 +257,7 @@ func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise fu
 		noise = func() {}
 	}
 	return &world{t: t, sys: sys, preset: preset, mount: m, cfg: m.Config(), noise: noise,
-		settled: settled, jobs: map[string]*jobRec{}, noticed: map[string]bool{}}
+		settled: settled, jobs: map[string]*jobRec{}, noticed: map[string]bool{}, current: map[string]*owner.Agent{}}
 }
 
 func (w *world) ctx() context.Context {
@@ -291,7 +292,13 @@ func (w *world) spawn(session string) *incarnation {
 	})
 	require.NoError(t, err)
 	inc.probe = probe
-	require.NoError(t, w.sys.Jobs().RegisterAgent(context.Background(), a))
+	// The new incarnation displaces the last one with its handle (the registration rule).
+	if old := w.current[session]; old != nil {
+		require.NoError(t, w.sys.Jobs().ReplaceAgent(context.Background(), old, a))
+	} else {
+		require.NoError(t, w.sys.Jobs().RegisterAgent(context.Background(), a))
+	}
+	w.current[session] = a
 	return inc
 }
 

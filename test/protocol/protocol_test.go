@@ -41,12 +41,17 @@ func TestProtocolRequestsGetProtoReplies(t *testing.T) {
 	ask := func(msg proto.Message) func() (any, error) {
 		return func() (any, error) { return root.RequestFuture(pid, msg, requestTimeout).Result() }
 	}
+	// Each session's requests carry its registered instance's wire credential.
+	cred, err := sys.Jobs().WireCredential(context.Background(), alice)
+	require.NoError(t, err)
+	bobCred, err := sys.Jobs().WireCredential(context.Background(), troupetest.Agent(t, sys, "bob"))
+	require.NoError(t, err)
 
-	got := request[*messages.GetReply](t, ask(&messages.GetRequest{JobId: id, CallerSession: "alice"}))
+	got := request[*messages.GetReply](t, ask(&messages.GetRequest{JobId: id, CallerSession: "alice", CallerCredential: cred}))
 	require.Nil(t, got.Error)
 	require.Equal(t, job.Running, got.Snapshot.Status)
 
-	foreign := request[*messages.GetReply](t, ask(&messages.GetRequest{JobId: id, CallerSession: "bob"}))
+	foreign := request[*messages.GetReply](t, ask(&messages.GetRequest{JobId: id, CallerSession: "bob", CallerCredential: bobCred}))
 	require.Equal(t, string(messages.CodeForeign), foreign.Error.GetCode())
 	require.Equal(t, "job "+id+" belongs to another session", foreign.Error.GetMessage())
 
@@ -54,30 +59,30 @@ func TestProtocolRequestsGetProtoReplies(t *testing.T) {
 	require.Equal(t, string(messages.CodeNotFound), unknown.Error.GetCode())
 	require.Equal(t, "unknown job bash-99", unknown.Error.GetMessage())
 
-	read := request[*messages.ReadReply](t, ask(&messages.ReadRequest{JobId: id, CallerSession: "alice"}))
+	read := request[*messages.ReadReply](t, ask(&messages.ReadRequest{JobId: id, CallerSession: "alice", CallerCredential: cred}))
 	require.Nil(t, read.Error)
 	require.Equal(t, "hello", read.Text)
 
-	list := request[*messages.ListReply](t, ask(&messages.ListRequest{CallerSession: "alice"}))
+	list := request[*messages.ListReply](t, ask(&messages.ListRequest{CallerSession: "alice", CallerCredential: cred}))
 	require.Len(t, list.Jobs, 1)
 	require.Equal(t, id, list.Jobs[0].Id)
 
-	timedOut := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", TimeoutMs: 5}))
+	timedOut := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", CallerCredential: cred, TimeoutMs: 5}))
 	require.Nil(t, timedOut.Error)
 	require.Equal(t, job.Running, timedOut.Snapshot.Status)
 	require.False(t, timedOut.Snapshot.Reported)
 
-	bad := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", TimeoutMs: 0}))
+	bad := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", CallerCredential: cred, TimeoutMs: 0}))
 	require.Equal(t, "invalid wait timeout: expected a positive number of milliseconds, got 0", bad.Error.GetMessage())
 
 	p.OnCancel = &job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"}
-	kill := request[*messages.KillReply](t, ask(&messages.KillRequest{JobId: id, CallerSession: "alice", Reason: "cancelled by the user", NoClaim: true}))
+	kill := request[*messages.KillReply](t, ask(&messages.KillRequest{JobId: id, CallerSession: "alice", CallerCredential: cred, Reason: "cancelled by the user", NoClaim: true}))
 	require.Nil(t, kill.Error)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, kill.Result)
 	require.Equal(t, job.Stopping, kill.Snapshot.Status)
 	require.False(t, kill.Snapshot.Reported)
 
-	settled := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", TimeoutMs: 5000}))
+	settled := request[*messages.WaitReply](t, ask(&messages.WaitRequest{JobId: id, CallerSession: "alice", CallerCredential: cred, TimeoutMs: 5000}))
 	require.Nil(t, settled.Error)
 	require.Equal(t, job.Killed, settled.Snapshot.Status)
 	require.Equal(t, "signal: SIGTERM; cancelled by the user", settled.Snapshot.GetDetail())

@@ -318,13 +318,15 @@ type contEnv struct {
 	runner *gateRunner
 	m      *activation.Manager
 	events *contEvents
+	// parents is the last top-level agent made per session (test goroutine only).
+	parents map[string]*owner.Agent
 }
 
 func newContEnv(t *testing.T, opts ...activation.Option) *contEnv {
 	t.Helper()
 	sys, logs := troupetest.Served(t)
 	e := &contEnv{sys: sys, logs: logs, store: newContStore(), runner: newGateRunner(),
-		events: &contEvents{ch: make(chan subagent.Event, 256)}}
+		events: &contEvents{ch: make(chan subagent.Event, 256)}, parents: map[string]*owner.Agent{}}
 	var err error
 	e.rt, err = subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
@@ -348,7 +350,14 @@ func (e *contEnv) parent(t *testing.T, session string) (*owner.Agent, *contSurfa
 	s := newContSurface()
 	a, err := e.sys.NewAgent(nil, session, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
+	// A second parent of one session replaces the first with its handle (the
+	// registration rule); the first stays live, stale.
+	if old := e.parents[session]; old != nil {
+		require.NoError(t, e.sys.Jobs().ReplaceAgent(context.Background(), old, a))
+	} else {
+		require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
+	}
+	e.parents[session] = a
 	return a, s
 }
 

@@ -1,0 +1,99 @@
+package registry
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Authority in the registry (docs/THREAT-MODEL.md).
+//
+// An agent incarnation's authority is its *owner.Agent handle: only owner.Spawn
+// mints one, its fields are unexported, and the registry accepts it only while it is
+// the instance registered for its session. Two rules keep that sound:
+//
+//   - Registration: a session's live registered instance is never displaced by a
+//     plain RegisterAgent (job/agent-registered). It leaves the registry when it is
+//     unregistered, disposed or its owner actor stops; or a ReplaceAgent that holds
+//     its handle displaces it (the stale one stays live, SPEC §1.3 rule 26, but
+//     speaks for the session no more).
+//   - Wire requests (remote.go): a GetRequest … WaitRequest names its session as
+//     data. It is answered for that session only if it carries the credential the
+//     registry minted for the session's registered instance — a crypto/rand secret
+//     of credentialBytes, fresh per registration, revoked when the instance leaves
+//     the registry. The sender PID is never trusted: RequestWithCustomSender and
+//     remote envelopes set it freely (PROTOACTOR.md). A request naming no session is
+//     a caller with no agent: it sees unowned jobs only.
+
+// credentialBytes is the size of a wire credential: 256 random bits.
+const credentialBytes = 32
+
+// mintSecret returns a fresh wire credential. crypto/rand.Read never fails on the
+// platforms Go supports (it panics rather than return short).
+func mintSecret() []byte {
+	b := make([]byte, credentialBytes)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// mayRegister is the registration rule for pid as session s's instance.
+func (r *registryActor) mayRegister(s string, pid *actor.PID, replaces *owner.Agent) error {
+	old := r.agents[s]
+	if old == nil || old.Equal(pid) {
+		return nil
+	}
+	if replaces != nil && replaces.Session() == s && old.Equal(replaces.PID()) {
+		return nil
+	}
+	return messages.Errorf(messages.CodeAgentRegistered,
+		"agent %q already has a live registered instance; dispose it first, or replace it with its handle (Jobs.ReplaceAgent)", s)
+}
+
+// credential answers WireCredential: the secret of a, if a is its session's
+// registered instance.
+func (r *registryActor) credential(a *owner.Agent) credentialRes {
+	if p := r.agents[a.Session()]; p == nil || !p.Equal(a.PID()) {
+		return credentialRes{err: messages.Errorf(messages.CodeOwnerNotLive,
+			"agent %q is not the registered agent instance: it has no wire credential", a.Session())}
+	}
+	return credentialRes{secret: append([]byte(nil), r.secrets[a.Session()]...)}
+}
+
+// authenticate returns the session a wire request speaks for: "" (no agent) when it
+// names none, else the named session if cred is that session's current credential.
+func (r *registryActor) authenticate(session string, cred []byte) (string, error) {
+	if session == "" {
+		return "", nil
+	}
+	if secret := r.secrets[session]; secret != nil && subtle.ConstantTimeCompare(secret, cred) == 1 {
+		return session, nil
+	}
+	return "", &messages.Error{Code: messages.CodeUnauthenticated,
+		Message: "request for session " + quote(session) + " is not authenticated: it carries no credential of that session's registered agent instance",
+		Details: map[string]string{"sessionId": bounded(session)}}
+}
+
+// maxShownSession bounds how much of a wire-asserted session an error repeats.
+const maxShownSession = 64
+
+// bounded is s cut to maxShownSession bytes on a rune boundary, as valid UTF-8.
+func bounded(s string) string {
+	if len(s) > maxShownSession {
+		cut := maxShownSession
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strings.ToValidUTF8(s, "\ufffd")
+}
+
+// quote renders a wire-asserted session for an error message: bounded, quoted.
+func quote(s string) string { return strconv.Quote(bounded(s)) }

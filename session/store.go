@@ -22,10 +22,18 @@ import (
 // HeaderVersion is the header format version this package writes.
 const HeaderVersion = 1
 
+// ParentSubagent is Header.ParentKind for a parent that is a continuable child.
+const ParentSubagent = "subagent"
+
 // Header is a child session's record.
 type Header struct {
-	ID              string `json:"id"`
-	ParentSession   string `json:"parentSession"`
+	ID            string `json:"id"`
+	ParentSession string `json:"parentSession"`
+	// ParentKind is the namespace ParentSession lives in: "" for a top-level agent,
+	// ParentSubagent for a continuable child's own agent. A child id and a top-level
+	// session id may be the same string; authority over this session needs both to
+	// match (docs/THREAT-MODEL.md), so neither can speak for the other.
+	ParentKind      string `json:"parentKind,omitempty"`
 	Origin          string `json:"origin"` // "subagent"
 	DelegationDepth int    `json:"delegationDepth"`
 	SeedLength      int    `json:"seedLength,omitempty"` // log entries inherited from a fork seed

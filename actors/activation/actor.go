@@ -37,12 +37,15 @@ type (
 	// exact live parent incarnation; the sender PID is never looked at. ctx is the
 	// caller's: it governs everything up to acceptance and nothing after.
 	submit struct {
-		parent  *owner.Agent
-		content []session.Block
-		source  session.Source
-		ctx     context.Context
-		first   bool // the first prompt: the directory checked the parent
-		reply   func(acceptRes)
+		parent *owner.Agent
+		// parentKind is the namespace parent speaks in (directory.kindOf), checked
+		// with its session against the header's parent of record.
+		parentKind string
+		content    []session.Block
+		source     session.Source
+		ctx        context.Context
+		first      bool // the first prompt: the directory checked the parent
+		reply      func(acceptRes)
 	}
 	acceptRes struct {
 		id  string
@@ -53,6 +56,7 @@ type (
 		reply func(error)
 	}
 	report struct {
+		to      *actor.PID // the parent of record's owner actor (directory.recipient); nil: none live
 		content []session.Block
 		quiet   bool
 		reply   func(acceptRes)
@@ -303,7 +307,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
-		if authorisedSession(m.parent, m.source) != a.header.ParentSession {
+		if authorisedSession(m.parent, m.source) != a.header.ParentSession || m.parentKind != a.header.ParentKind {
 			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}
@@ -387,7 +391,7 @@ func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 // report relays the child's report to its parent of record (SPEC §6.6). The wait
 // for the parent's owner actor runs outside Receive.
 func (a *activationActor) report(m *report) {
-	pid := a.m.registered(a.header.ParentSession)
+	pid := m.to
 	if pid == nil {
 		m.reply(acceptRes{err: parentUnavailable()})
 		return
@@ -465,7 +469,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	}
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
 	a.cancel, a.token = cancel, turnTokens.Add(1)
 	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
 		History: slices.Clip(a.history), Input: input,

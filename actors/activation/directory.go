@@ -135,19 +135,20 @@ type pending struct {
 
 // entry is a live activation as the directory knows it.
 type entry struct {
-	id        string
-	pid       *actor.PID
-	agent     *owner.Agent
-	parent    *owner.Agent // the parent incarnation that materialized it
-	parentSes string       // parent session of record
-	depth     int
-	cwd       string
-	label     string
-	carry     *carry   // what its actor keeps across restarts (the turn in flight's quiet and cancel)
-	starting  *pending // the first acceptance is in flight: later operations wait
-	closing   bool     // the disposal transaction is open: admission is closed
-	forced    bool     // a drain disposes it, whatever it proposed
-	waiting   []any    // operations that arrived while starting or closing
+	id         string
+	pid        *actor.PID
+	agent      *owner.Agent
+	parent     *owner.Agent // the parent incarnation that materialized it
+	parentSes  string       // parent session of record
+	parentKind string       // and its namespace (session.Header.ParentKind)
+	depth      int
+	cwd        string
+	label      string
+	carry      *carry   // what its actor keeps across restarts (the turn in flight's quiet and cancel)
+	starting   *pending // the first acceptance is in flight: later operations wait
+	closing    bool     // the disposal transaction is open: admission is closed
+	forced     bool     // a drain disposes it, whatever it proposed
+	waiting    []any    // operations that arrived while starting or closing
 }
 
 // belowDrain is a drain below one exact parent (SPEC §6.7), in force until that
@@ -209,8 +210,9 @@ func (d *directoryActor) Receive(c actor.Context) {
 			m.reply <- acceptRes{err: unauthorized("agent %q is not a live continuable subagent and cannot report", m.child.Session())}
 			return
 		}
-		reply := m.reply
-		c.Send(d.acts[id].pid, &report{content: m.content, quiet: m.quiet, reply: func(r acceptRes) { reply <- r }})
+		reply, e := m.reply, d.acts[id]
+		c.Send(e.pid, &report{to: d.recipient(e.parentSes, e.parentKind), content: m.content, quiet: m.quiet,
+			reply: func(r acceptRes) { reply <- r }})
 	case *liveReq:
 		out := make(map[string]liveEntry, len(m.ids))
 		for _, id := range m.ids {
@@ -296,6 +298,32 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 	return nil
 }
 
+// kindOf is the namespace agent a speaks in as a parent: session.ParentSubagent for
+// the agent of one of this directory's Activations (a continuable child), "" for
+// any other (a top-level agent). Child ids and top-level session ids may collide as
+// strings — a model chooses child ids — so a parent of record is its session and
+// this kind together: a child whose id is "P" never speaks for top-level P's
+// children, nor P for that child's (docs/THREAT-MODEL.md).
+func (d *directoryActor) kindOf(a *owner.Agent) string {
+	if _, ok := d.byAgent[a.PID().Id]; ok {
+		return session.ParentSubagent
+	}
+	return ""
+}
+
+// recipient returns the owner actor registered now for a parent of record (s,
+// kind), or nil when none is or the registered one lives in the other namespace.
+func (d *directoryActor) recipient(s, kind string) *actor.PID {
+	pid := d.m.registered(s)
+	if pid == nil {
+		return nil
+	}
+	if _, child := d.byAgent[pid.Id]; child != (kind == session.ParentSubagent) {
+		return nil
+	}
+	return pid
+}
+
 // parentEntry returns the Activation of a parent agent, if it is one.
 func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
 	if id, ok := d.byAgent[parent.PID().Id]; ok {
@@ -354,7 +382,8 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	seedLen := len(entries)
 	entries = append(entries, session.Entry{Kind: session.EntryDescriptor, Descriptor: m.descriptor})
-	h := session.Header{ID: m.id, ParentSession: m.parent.Session(), Origin: "subagent", DelegationDepth: depth,
+	h := session.Header{ID: m.id, ParentSession: m.parent.Session(), ParentKind: d.kindOf(m.parent),
+		Origin: "subagent", DelegationDepth: depth,
 		SeedLength: seedLen, Cwd: cwd, CreatedAt: d.m.now()}
 	if err := d.m.deps.Store.Create(ctx, h, entries); err != nil {
 		fail(err)
@@ -367,7 +396,8 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 		return
 	}
 	e.starting = &pending{start: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: session.Source{Kind: "user"}, ctx: m.ctx, first: true})
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content,
+		source: session.Source{Kind: "user"}, ctx: m.ctx, first: true})
 }
 
 // submitFirst sends an Activation's first message; its answer comes back to the
@@ -454,7 +484,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 	}
 	d.activationSpawned(c, pid, id)
 	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
-		depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
+		parentKind: snap.Header.ParentKind, depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
 	d.index(e)
 	return e, nil
 }
@@ -533,7 +563,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		}
 		reply := m.reply
 		fault.Yield(PointDirectoryRoute)
-		c.Send(e.pid, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx,
+		c.Send(e.pid, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx,
 			reply: func(r acceptRes) { reply <- r }})
 		return
 	}
@@ -555,7 +585,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
 		return
 	}
-	if head.Header.ParentSession != authorisedSession(m.parent, m.source) {
+	if head.Header.ParentSession != authorisedSession(m.parent, m.source) || head.Header.ParentKind != d.kindOf(m.parent) {
 		m.reply <- acceptRes{err: unauthorized("subagent %q belongs to another parent session", m.id)}
 		return
 	}
@@ -585,7 +615,7 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		return
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx})
 }
 
 // redispatch runs again the operations that waited on e's lock.
@@ -752,7 +782,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 // Activation gets it in its own inbox, ahead of the release (same mailbox order);
 // any other parent through its owner actor, which picks the lane.
 func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
-	pid := d.m.registered(e.parentSes)
+	pid := d.recipient(e.parentSes, e.parentKind)
 	if pid == nil {
 		return
 	}
@@ -816,7 +846,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 		if e == nil {
 			continue // absent ids are no-ops
 		}
-		if e.parentSes != m.parent.Session() {
+		if e.parentSes != m.parent.Session() || e.parentKind != d.kindOf(m.parent) {
 			m.reply <- unauthorized("subagent %q is not a direct child of agent %q", id, m.parent.Session())
 			return
 		}

@@ -52,7 +52,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	e := &drainEnv{sys: sys, ends: make(chan string, 16), held: make(chan string, 16), runner: subagent.NewScripted()}
 	e.runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
 		if turn.Input.Text() == "spawn G" {
-			_, _, err := e.m.Start(context.Background(), e.m.Agent(context.Background(), turn.Session), "spawn", "g", "G", subagent.Request{Prompt: "hold g"})
+			_, _, err := e.m.Start(context.Background(), e.m.ResidentAgent(turn.Session), "spawn", "g", "G", subagent.Request{Prompt: "hold g"})
 			if err != nil {
 				return subagent.Reply{Err: err}, true
 			}

@@ -1,8 +1,11 @@
 package activation
 
 import (
+	"context"
 	"fmt"
 	"maps"
+
+	"github.com/troupe-rt/troupe/actors/owner"
 )
 
 // IndexProblems returns every way the directory's indexes disagree with its
@@ -42,4 +45,13 @@ func keys(m map[string]*entry) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// ResidentAgent returns the agent of childID's resident Activation, or nil: test
+// inspection only (production code gets a child's agent from TurnAgent, in its turn).
+func (m *Manager) ResidentAgent(childID string) *owner.Agent {
+	if e, ok := m.resident(context.Background(), childID)[childID]; ok {
+		return e.agent
+	}
+	return nil
 }

@@ -140,7 +140,7 @@ func (r *indexRig) awaitLive(t *testing.T, n int) {
 func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	r := newIndexRig(t, session.NewMemory())
 	r.start(t, r.parent, "c1")
-	c1 := r.m.Agent(context.Background(), "c1")
+	c1 := r.m.ResidentAgent("c1")
 	require.NotNil(t, c1)
 	r.start(t, c1, "g1")
 	r.start(t, r.parent, "c2")
@@ -151,7 +151,7 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	require.Equal(t, activation.Running, st.Residency)
 	_, ok = r.m.Status(context.Background(), "nope")
 	require.False(t, ok)
-	require.Nil(t, r.m.Agent(context.Background(), "nope"))
+	require.Nil(t, r.m.ResidentAgent("nope"))
 
 	listed, err := r.m.List(context.Background(), r.parent, true)
 	require.NoError(t, err)
@@ -174,7 +174,7 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	r.awaitNotice(t, "c2")
 	r.awaitLive(t, 0)
 	require.Empty(t, r.m.IndexProblems())
-	require.Nil(t, r.m.Agent(context.Background(), "c1"))
+	require.Nil(t, r.m.ResidentAgent("c1"))
 }
 
 // A drain disposes a nested tree child-first through the children index and
@@ -182,8 +182,8 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 func TestDirectoryIndexesEmptyAfterDrain(t *testing.T) {
 	r := newIndexRig(t, session.NewMemory())
 	r.start(t, r.parent, "c1")
-	r.start(t, r.m.Agent(context.Background(), "c1"), "g1")
-	r.start(t, r.m.Agent(context.Background(), "g1"), "gg1")
+	r.start(t, r.m.ResidentAgent("c1"), "g1")
+	r.start(t, r.m.ResidentAgent("g1"), "gg1")
 	require.Empty(t, r.m.IndexProblems())
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
@@ -226,7 +226,7 @@ func TestDirectoryIndexesFollowAnActivationThatStops(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, r.m.Live(ctx))
 	require.Empty(t, r.m.IndexProblems())
-	require.NotNil(t, r.m.Agent(ctx, "c"))
+	require.NotNil(t, r.m.ResidentAgent("c"))
 }
 
 // WithRestartIntensity bounds the restarts: allowed one restart per hour, the

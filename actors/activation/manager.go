@@ -374,15 +374,6 @@ func (m *Manager) Status(ctx context.Context, childID string) (Status, bool) {
 	return m.status(e.pid)
 }
 
-// Agent returns the agent instance of childID's resident Activation (the credential
-// its tools act with), or nil.
-func (m *Manager) Agent(ctx context.Context, childID string) *owner.Agent {
-	if e, ok := m.resident(ctx, childID)[childID]; ok {
-		return e.agent
-	}
-	return nil
-}
-
 // Live returns how many Activations are resident (a gauge for tests; 0 when ctx
 // ends before the answer).
 func (m *Manager) Live(ctx context.Context) int {

@@ -49,7 +49,7 @@ func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, clai
 		return true
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx})
 	return true
 }
 

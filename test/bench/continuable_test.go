@@ -32,10 +32,12 @@ type benchRunner struct {
 	started chan struct{}
 	held    chan struct{}
 	gate    chan struct{}
+	gated   chan *owner.Agent // the agent of each "gate …" turn (activation.TurnAgent), as it starts
 }
 
 func newBenchRunner() *benchRunner {
-	return &benchRunner{started: make(chan struct{}, 1<<16), held: make(chan struct{}, 1<<16), gate: make(chan struct{})}
+	return &benchRunner{started: make(chan struct{}, 1<<16), held: make(chan struct{}, 1<<16), gate: make(chan struct{}),
+		gated: make(chan *owner.Agent, 1<<10)}
 }
 
 var doneTurn = subagent.TurnResult{Messages: []subagent.Message{{Role: "assistant",
@@ -49,6 +51,7 @@ func (r *benchRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent
 		<-ctx.Done()
 		return subagent.TurnResult{}, context.Cause(ctx)
 	case strings.HasPrefix(text, "gate "):
+		r.gated <- activation.TurnAgent(ctx)
 		<-r.gate
 	}
 	r.started <- struct{}{}
@@ -102,13 +105,12 @@ func (r *contRig) residentIdle(b *testing.B, id string, begin func()) {
 	r.runner.gate = make(chan struct{})
 	begin()
 	var c *owner.Agent
-	deadline := time.Now().Add(settleBudget)
-	for c = r.m.Agent(context.Background(), id); c == nil; c = r.m.Agent(context.Background(), id) {
-		if time.Now().After(deadline) {
-			b.Fatalf("child %s has no agent", id)
-		}
-		runtime.Gosched()
+	select {
+	case c = <-r.runner.gated: // the child's own agent, as its turn has it
+	case <-time.After(settleBudget):
+		b.Fatalf("child %s's gated turn never started", id)
 	}
+	deadline := time.Now().Add(settleBudget)
 	_, _, err := r.m.Start(context.Background(), c, "spawn", "keeper", id+"-keeper", subagent.Request{Prompt: "hold " + id})
 	require.NoError(b, err)
 	<-r.runner.held

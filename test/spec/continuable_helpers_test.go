@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -215,6 +216,8 @@ type gateRunner struct {
 		gates  map[string]chan struct{}
 		inputs []string
 		causes map[string]error
+		agents map[string]*owner.Agent  // each child's agent, from its latest turn (TurnAgent)
+		seen   map[string]chan struct{} // closed once a child's first turn has started
 	}
 	started chan string
 }
@@ -223,7 +226,36 @@ func newGateRunner() *gateRunner {
 	r := &gateRunner{answers: map[string]string{}, started: make(chan string, 256)}
 	r.mu.gates = map[string]chan struct{}{}
 	r.mu.causes = map[string]error{}
+	r.mu.agents = map[string]*owner.Agent{}
+	r.mu.seen = map[string]chan struct{}{}
 	return r
+}
+
+// seenLocked returns the channel closed once session's first turn has started.
+func (r *gateRunner) seenLocked(session string) chan struct{} {
+	ch := r.mu.seen[session]
+	if ch == nil {
+		ch = make(chan struct{})
+		r.mu.seen[session] = ch
+	}
+	return ch
+}
+
+// agent waits for a turn of child id to start and returns the agent its turn ran
+// as (activation.TurnAgent): how a child's own tools get their credential.
+func (r *gateRunner) agent(t *testing.T, id string) *owner.Agent {
+	t.Helper()
+	r.mu.Lock()
+	ch := r.seenLocked(id)
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no turn of %s started", id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.agents[id]
 }
 
 // hold makes turns whose input is text wait; the returned func releases them.
@@ -240,6 +272,11 @@ func (r *gateRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.
 	in := turn.Input.Text()
 	r.mu.Lock()
 	r.mu.inputs = append(r.mu.inputs, in)
+	_, again := r.mu.agents[turn.Session]
+	r.mu.agents[turn.Session] = activation.TurnAgent(ctx)
+	if !again {
+		close(r.seenLocked(turn.Session))
+	}
 	gate := r.mu.gates[in]
 	answer, ok := r.answers[in]
 	r.mu.Unlock()

@@ -145,12 +145,12 @@ func TestSpec153_FollowupsDuringAHeldTurnRunInOrderOnTheSameAgent(t *testing.T) 
 	release := e.runner.hold("task")
 	e.start(t, p, "c", "task")
 	e.runner.waitStarted(t, "task")
-	agent := e.m.Agent(context.Background(), "c")
+	agent := e.runner.agent(t, "c")
 	require.NotNil(t, agent)
 
 	e.followup(t, p, "c", "parked B")
 	e.followup(t, p, "c", "parked C")
-	require.Same(t, agent, e.m.Agent(context.Background(), "c"), "the same Activation took both")
+	require.Same(t, agent, e.runner.agent(t, "c"), "the same Activation took both")
 	require.Equal(t, agent.PID().Id, e.registered("c"))
 	require.Equal(t, 1, e.m.Live(context.Background()))
 
@@ -262,7 +262,7 @@ func TestSpec161_InterruptParksTheQueueUntilTheNextWakingSend(t *testing.T) {
 	require.True(t, st.Parked)
 	require.Equal(t, activation.Waiting, st.Residency, "idle")
 	require.Equal(t, []string{"task"}, e.runner.inputs(), "no second model request")
-	agent := e.m.Agent(context.Background(), "c")
+	agent := e.runner.agent(t, "c")
 	require.Equal(t, agent.PID().Id, e.registered("c"), "still registered")
 	stats, err := agent.Stats(ctx(t))
 	require.NoError(t, err)
@@ -283,7 +283,7 @@ func TestSpec162_InterruptBySelfSiblingOrStrangerIsUnauthorized(t *testing.T) {
 	e.runner.hold("s-task")
 	e.start(t, p, "T", "t-task")
 	e.start(t, p, "S", "s-task")
-	target, sibling := e.m.Agent(context.Background(), "T"), e.m.Agent(context.Background(), "S")
+	target, sibling := e.runner.agent(t, "T"), e.runner.agent(t, "S")
 
 	err := e.m.Interrupt(context.Background(), "T", activation.Authority{Ancestor: target})
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `agent "T" cannot interrupt itself`)
@@ -347,7 +347,7 @@ func TestSpec167_AncestorInterruptOfAGrandchildCancelsOnlyIt(t *testing.T) {
 	gStarted := make(chan string, 1)
 	e.runner.before = func(c context.Context, turn subagent.Turn) {
 		if turn.Session == "C" && turn.Input.Text() == "c-task" {
-			_, msgID, err := e.m.Start(c, e.m.Agent(c, "C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
+			_, msgID, err := e.m.Start(c, activation.TurnAgent(c), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
 			if err != nil {
 				msgID = "error: " + err.Error()
 			}
@@ -435,7 +435,7 @@ func TestSpec173_ReportThenSettlementBothReachTheParent(t *testing.T) {
 	p, s := e.parent(t, "P")
 	release := e.runner.hold("task")
 	e.start(t, p, "c", "task")
-	id, err := e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "half done", false)
+	id, err := e.m.Report(context.Background(), e.runner.agent(t, "c"), "half done", false)
 	require.NoError(t, err)
 	require.NotEmpty(t, id)
 	release()
@@ -455,7 +455,7 @@ func TestSpec174_NextStepReportWakesAnIdleParent(t *testing.T) {
 	e.runner.hold("task")
 	e.start(t, p, "c", "task")
 
-	id, err := e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "found it", false)
+	id, err := e.m.Report(context.Background(), e.runner.agent(t, "c"), "found it", false)
 	require.NoError(t, err)
 	r := s.next(t)
 	require.Equal(t, "steer", r.verb, "next-step: steered, which wakes an idle parent")
@@ -466,7 +466,7 @@ func TestSpec174_NextStepReportWakesAnIdleParent(t *testing.T) {
 	require.Equal(t, "c", r.msg.Source.SenderSessionID)
 	require.Equal(t, id, r.msg.ID, "the message id the tool reports")
 
-	_, err = e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "quietly", true)
+	_, err = e.m.Report(context.Background(), e.runner.agent(t, "c"), "quietly", true)
 	require.NoError(t, err)
 	require.Equal(t, "inject", s.next(t).verb, "quiet delivery injects")
 }
@@ -481,7 +481,7 @@ func TestSpec175_ReportCredentials(t *testing.T) {
 	requireSubagentError(t, err, subagent.CodeUnauthorized, `agent "P" is not a live continuable subagent and cannot report`)
 
 	require.NoError(t, e.sys.Jobs().UnregisterAgent(context.Background(), p))
-	_, err = e.m.Report(context.Background(), e.m.Agent(context.Background(), "c"), "anyone?", false)
+	_, err = e.m.Report(context.Background(), e.runner.agent(t, "c"), "anyone?", false)
 	requireSubagentError(t, err, subagent.CodeParentUnavailable, "direct parent is not live; report was not delivered")
 }
 
@@ -492,7 +492,7 @@ func TestSpec176_ParentWaitsResidentUntilItsChildIsDisposed(t *testing.T) {
 	gStarted := make(chan string, 1)
 	e.runner.before = func(c context.Context, turn subagent.Turn) {
 		if turn.Session == "C" && turn.Input.Text() == "c-task" {
-			_, _, err := e.m.Start(c, e.m.Agent(c, "C"), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
+			_, _, err := e.m.Start(c, activation.TurnAgent(c), "spawn", "grandchild", "G", subagent.Request{Prompt: "g-task"})
 			gStarted <- contErrText(err)
 		}
 	}
@@ -503,7 +503,7 @@ func TestSpec176_ParentWaitsResidentUntilItsChildIsDisposed(t *testing.T) {
 	require.Equal(t, cFirst, end.InboxID)
 	require.Equal(t, subagent.StopCompleted, end.StopReason, "C's own turn finished")
 
-	cAgent := e.m.Agent(context.Background(), "C")
+	cAgent := e.runner.agent(t, "C")
 	st, ok := e.m.Status(context.Background(), "C")
 	require.True(t, ok, "C stays resident")
 	require.Equal(t, activation.Waiting, st.Residency)

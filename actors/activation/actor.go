@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
@@ -403,7 +404,7 @@ func (a *activationActor) report(m *report) {
 		msg.More = append(msg.More, b.Text)
 	}
 	reply := make(chan error, 1)
-	a.m.root.Send(pid, &owner.Relay{Message: msg, Quiet: m.quiet, Reply: reply})
+	a.m.root.Send(pid, &deliver.Relay{Message: msg, Quiet: m.quiet, Reply: reply})
 	go func() {
 		t := time.NewTimer(relayTimeout)
 		defer t.Stop()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
@@ -797,7 +798,7 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 		c.Send(d.acts[id].pid, &inboxIn{msg: msg, wake: !closing})
 		return
 	}
-	c.Send(pid, &owner.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})
+	c.Send(pid, &deliver.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})
 }
 
 // retire stops an Activation that asked to (its epoch was fenced or its restore

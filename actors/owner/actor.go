@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
@@ -55,11 +56,11 @@ type Options struct {
 }
 
 // SetBusy tells the owner actor whether the agent is running a turn.
-func (a *Agent) SetBusy(busy bool) { a.root.Send(a.pid, &SetBusy{Busy: busy}) }
+func (a *Agent) SetBusy(busy bool) { a.root.Send(a.pid, &setBusy{Busy: busy}) }
 
 // InboxClaimed tells the owner actor the agent claimed an inbox message whose
 // source kind is kind ("user" resets the wake budget).
-func (a *Agent) InboxClaimed(kind string) { a.root.Send(a.pid, &InboxClaimed{SourceKind: kind}) }
+func (a *Agent) InboxClaimed(kind string) { a.root.Send(a.pid, &inboxClaimed{SourceKind: kind}) }
 
 // Stats asks the owner actor for its delivery state.
 func (a *Agent) Stats(ctx context.Context) (Stats, error) {
@@ -165,9 +166,9 @@ type ownerActor struct {
 func (o *ownerActor) Receive(c actor.Context) {
 	defer o.noteCrash()
 	switch m := c.Message().(type) {
-	case *Notice:
+	case *deliver.Notice:
 		o.deliver(m)
-	case *ChildNotice:
+	case *deliver.ChildNotice:
 		fault.Yield(PointChildNoticeDeliver)
 		verb := o.steer
 		switch {
@@ -184,7 +185,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 			return
 		}
 		o.stats.Delivered++
-	case *Relay:
+	case *deliver.Relay:
 		fault.Yield(PointRelayDeliver)
 		verb := o.steer
 		if m.Quiet {
@@ -194,9 +195,9 @@ func (o *ownerActor) Receive(c actor.Context) {
 		if m.Reply != nil {
 			m.Reply <- err
 		}
-	case *SetBusy:
+	case *setBusy:
 		o.busy = m.Busy
-	case *InboxClaimed:
+	case *inboxClaimed:
 		if m.SourceKind == "user" {
 			o.spent = 0
 		}
@@ -241,7 +242,7 @@ func (o *ownerActor) reportLifecycle(c actor.Context) {
 }
 
 // deliver picks the lane (SPEC §3.8) and calls the surface.
-func (o *ownerActor) deliver(n *Notice) {
+func (o *ownerActor) deliver(n *deliver.Notice) {
 	if n.JobID != "" && n.JobID == o.noticed {
 		o.stats.Duplicates++
 		return

@@ -1,25 +1,17 @@
 package owner
 
-import "unicode/utf16"
+import (
+	"unicode/utf16"
+
+	"github.com/troupe-rt/troupe/internal/deliver"
+)
 
 // Message is a user-role message for an agent's inbox (SPEC §3.7's notice form).
-type Message struct {
-	ID     string
-	Role   string   // always "user" for notices
-	Text   string   // the first text content block
-	More   []string // further text blocks, in order (a child's closing message)
-	Source Source
-}
+type Message = deliver.Message
 
 // Source says where an inbox message came from. For a job notice it is Rev A's
-// {kind:"plugin", plugin:"tool-jobs", form:"notice", summary}.
-type Source struct {
-	Kind            string
-	Plugin          string
-	Form            string
-	Summary         string
-	SenderSessionID string
-}
+// {kind:"plugin", plugin:"tool-jobs", form:"notice", summary}. It grants nothing.
+type Source = deliver.Source
 
 // SummaryUnits bounds a notice summary, in UTF-16 code units (SPEC §1.3 rule 20).
 const SummaryUnits = 120
@@ -52,43 +44,22 @@ type Surface interface {
 
 // Delivery lanes of a notice (SPEC §3.8).
 const (
-	DeliveryWakeup = "wakeup"
-	DeliveryQuiet  = "quiet"
+	DeliveryWakeup = deliver.DeliveryWakeup
+	DeliveryQuiet  = deliver.DeliveryQuiet
 )
 
-// Notice asks the owner actor to deliver a job completion notice. The owner picks
-// the lane when it processes the notice: Followup when delivery is wakeup, the agent
-// is idle and its wake budget (MaxWakes per incarnation) is not spent; else Inject.
-type Notice struct {
-	JobID    string
-	Message  Message
-	Delivery string
-	MaxWakes int
-}
+// The messages that deliver into a surface — a job notice, a child's settlement
+// notice, a report — are in troupe's internal/deliver: no code outside troupe can
+// construct one, whatever owner PID it knows.
 
-// ChildNotice asks the owner actor to deliver a continuable child's settlement
-// notice (SPEC §6.5): injected when the parent's lineage is tearing down, a followup
-// turn when it is idle, else steered into its next step.
-type ChildNotice struct {
-	ChildID        string
-	Message        Message
-	LineageClosing bool
-}
+// setBusy reports the agent's status: busy (a turn is running) or idle. It and
+// inboxClaimed steer the wake lanes, so only the Agent handle's holder sends them
+// (Agent.SetBusy, Agent.InboxClaimed).
+type setBusy struct{ Busy bool }
 
-// Relay asks the owner actor to deliver a child's report (SPEC §6.6): steered into
-// the next step (waking an idle agent), or injected when Quiet.
-type Relay struct {
-	Message Message
-	Quiet   bool
-	Reply   chan<- error
-}
-
-// SetBusy reports the agent's status: busy (a turn is running) or idle.
-type SetBusy struct{ Busy bool }
-
-// InboxClaimed reports that the agent's loop claimed an inbox message of the given
+// inboxClaimed reports that the agent's loop claimed an inbox message of the given
 // source kind; a "user" message resets the wake budget.
-type InboxClaimed struct{ SourceKind string }
+type inboxClaimed struct{ SourceKind string }
 
 // Stats is the owner's delivery state, for inspection and tests.
 type Stats struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/harness"
+	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
@@ -85,7 +86,7 @@ func (w *world) crashJob(id, caller string) {
 
 // crashOwner makes a's owner actor panic: a nil notice (a sender's bug).
 func (w *world) crashOwner(a *owner.Agent) {
-	w.sys.Actors().Root.Send(a.PID(), (*owner.Notice)(nil))
+	w.sys.Actors().Root.Send(a.PID(), (*deliver.Notice)(nil))
 }
 
 // reached requires each of troupe's named fault points to have been reached (so

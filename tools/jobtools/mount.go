@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/tools"
@@ -85,7 +86,7 @@ func (t *Tools) notifier(root *actor.RootContext) registry.JobDoneFunc {
 		if snap.OutputLimitBytes != nil {
 			limit = int(*snap.OutputLimitBytes)
 		}
-		root.Send(who.PID, &owner.Notice{
+		root.Send(who.PID, &deliver.Notice{
 			JobID: snap.Id,
 			Message: owner.Message{
 				ID:   "notice-" + snap.Id + "-" + strconv.FormatUint(noticeSeq.Add(1), 10),

@@ -1005,7 +1005,7 @@ func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
 // the store, with the residency of the live ones. It runs on the caller's goroutine.
 // The store's heads are read once (every session, in id order) into an index of children by
 // parent session, so descendants cost one pass, not one pass per level or child.
-func (m *Manager) list(ctx context.Context, parent *owner.Agent, descendants bool) ([]Listed, error) {
+func (m *Manager) list(ctx context.Context, parent *owner.Agent, kind string, descendants bool) ([]Listed, error) {
 	ids, err := m.deps.Store.IDs(ctx)
 	if err != nil {
 		return nil, err
@@ -1018,21 +1018,21 @@ func (m *Manager) list(ctx context.Context, parent *owner.Agent, descendants boo
 	}
 	out := []Listed{}
 	seen := map[string]bool{parent.Session(): true} // a corrupt store's cycle is walked once
-	var walk func(parent string)
-	walk = func(parent string) {
+	var walk func(parent, kind string)
+	walk = func(parent, kind string) {
 		for _, s := range byParent[parent] {
 			id := s.Header.ID
-			if seen[id] {
+			if seen[id] || s.Header.ParentKind != kind { // a same-named parent in the other namespace
 				continue
 			}
 			seen[id] = true
 			out = append(out, listed(s, parent))
 			if descendants {
-				walk(id)
+				walk(id, session.ParentSubagent)
 			}
 		}
 	}
-	walk(parent.Session())
+	walk(parent.Session(), kind)
 	if err := ctx.Err(); err != nil {
 		return nil, job.Aborted(ctx)
 	}

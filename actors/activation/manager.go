@@ -358,7 +358,29 @@ func (m *Manager) List(ctx context.Context, parent *owner.Agent, descendants boo
 	if !m.available(ctx) || m.deps.Store == nil || parent == nil {
 		return []Listed{}, nil
 	}
-	return m.list(ctx, parent, descendants)
+	kind, ok, err := m.speaker(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, unauthorized("listing the subagents of %q requires the exact live agent", parent.Session())
+	}
+	return m.list(ctx, parent, kind, descendants)
+}
+
+// speaker returns the namespace parent speaks in (directory.kindOf), and whether
+// it is the exact live instance registered for its session.
+func (m *Manager) speaker(ctx context.Context, parent *owner.Agent) (string, bool, error) {
+	type answer struct {
+		kind string
+		ok   bool
+	}
+	reply := make(chan answer, 1)
+	m.root.Send(m.pid, &inspectReq{fn: func(d *directoryActor) {
+		reply <- answer{kind: d.kindOf(parent), ok: m.live(context.Background(), parent)}
+	}})
+	a, err := awaitCtx(ctx, reply)
+	return a.kind, a.ok, err
 }
 
 // Status returns the Activation of childID, if one is resident (false also when

@@ -12,6 +12,11 @@
 //     steps before acceptance: a failure (ctx's end included) rolls the child back.
 //  3. Followup, Interrupt, Report, List and the drains address a child by session
 //     id; the exact live agent instance passed in is the authority, never a sender.
+//     A child's own agent reaches only its turns (TurnAgent(ctx)); no lookup by id
+//     returns it. A parent of record is a session and a namespace (a top-level agent
+//     or a continuable child, session.Header.ParentKind): a model-chosen child id
+//     that equals a top-level session's id never speaks for that session's
+//     children, nor the reverse (docs/THREAT-MODEL.md).
 //  4. A child's turns run through the TurnRunner, one at a time, in acceptance
 //     order. A child settles when no turn runs, no woken message waits and no child
 //     of its own is resident; its parent then gets the settlement notice.

@@ -13,24 +13,8 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 )
 
-// Authority in the registry (docs/THREAT-MODEL.md).
-//
-// An agent incarnation's authority is its *owner.Agent handle: only owner.Spawn
-// mints one, its fields are unexported, and the registry accepts it only while it is
-// the instance registered for its session. Two rules keep that sound:
-//
-//   - Registration: a session's live registered instance is never displaced by a
-//     plain RegisterAgent (job/agent-registered). It leaves the registry when it is
-//     unregistered, disposed or its owner actor stops; or a ReplaceAgent that holds
-//     its handle displaces it (the stale one stays live, SPEC §1.3 rule 26, but
-//     speaks for the session no more).
-//   - Wire requests (remote.go): a GetRequest … WaitRequest names its session as
-//     data. It is answered for that session only if it carries the credential the
-//     registry minted for the session's registered instance — a crypto/rand secret
-//     of credentialBytes, fresh per registration, revoked when the instance leaves
-//     the registry. The sender PID is never trusted: RequestWithCustomSender and
-//     remote envelopes set it freely (PROTOACTOR.md). A request naming no session is
-//     a caller with no agent: it sees unowned jobs only.
+// Authority in the registry: the registration rule (mayRegister) and the wire
+// credentials (mintSecret, credential, authenticate); see the package doc.
 
 // credentialBytes is the size of a wire credential: 256 random bits.
 const credentialBytes = 32

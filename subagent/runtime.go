@@ -35,11 +35,42 @@ type Event struct {
 	StopReason string // end only
 	// LastAssistantMessage is the run's output text (end only; "" when none).
 	LastAssistantMessage string
-	// Parent is the delegating agent (start/end); nil for provider events.
-	Parent *owner.Agent
+	// Parent names the delegating agent (start/end); the zero AgentRef for provider
+	// events. It is a name, not the agent's handle: a listener learns who delegated
+	// and gains no authority to act as it (docs/THREAT-MODEL.md).
+	Parent AgentRef
 	// Registered is the provider itself (provider-added only), so a listener — which
 	// runs on the runtime actor and must not ask it — can check its capabilities.
 	Registered Provider
+}
+
+// AgentRef names an agent instance without granting anything: its session and its
+// owner actor's PID (unique per incarnation), plus the scope chain the event is
+// routed along to scoped listeners.
+type AgentRef struct {
+	Session string
+	PID     *actor.PID
+	chain   []scope.ID
+}
+
+// RefOf names a (nil: the zero AgentRef).
+func RefOf(a *owner.Agent) AgentRef {
+	if a == nil {
+		return AgentRef{}
+	}
+	return AgentRef{Session: a.Session(), PID: a.PID(), chain: a.Scope().Chain()}
+}
+
+// Is reports whether r names a.
+func (r AgentRef) Is(a *owner.Agent) bool {
+	return a != nil && r.PID != nil && r.PID.Equal(a.PID())
+}
+
+func (r AgentRef) String() string {
+	if r.PID == nil {
+		return "no agent"
+	}
+	return fmt.Sprintf("agent %q (%s)", r.Session, r.PID.Id)
 }
 
 // Listener observes events. It runs on the runtime actor: it must not block and
@@ -214,7 +245,7 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *
 	if run == nil {
 		return nil, fmt.Errorf("subagent provider %q returned no run", name)
 	}
-	ev := Event{Provider: name, RunID: "run-" + strconv.FormatUint(rt.runs.Add(1), 10), ID: run.ID(), Local: run.Local(), Parent: parent}
+	ev := Event{Provider: name, RunID: "run-" + strconv.FormatUint(rt.runs.Add(1), 10), ID: run.ID(), Local: run.Local(), Parent: RefOf(parent)}
 	start := ev
 	start.Type = EventStart
 	rt.root.Send(rt.pid, &emit{ev: start})
@@ -372,8 +403,8 @@ func (a *runtimeActor) fire(ev Event, strict bool) error {
 		slices.SortFunc(ls, func(x, y *listenerEntry) int { return cmp.Compare(x.token, y.token) })
 	} else {
 		ls = append(ls, a.listeners[a.global]...)
-		if ev.Parent != nil {
-			for _, id := range ev.Parent.Scope().Chain() {
+		if ev.Parent.PID != nil {
+			for _, id := range ev.Parent.chain {
 				if id != a.global {
 					ls = append(ls, a.listeners[id]...)
 				}

@@ -337,7 +337,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 		a.c.announce = true
 		if rt := a.m.deps.Runtime; rt != nil {
 			a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
-				ID: a.c.id, Local: true, Parent: a.c.parent}).RunID
+				ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
 		}
 	}
 	m.reply(acceptRes{id: msg.ID})

@@ -772,7 +772,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 	}
 	if rt := d.m.deps.Runtime; rt != nil && m.runID != "" {
 		rt.Emit(subagent.Event{Type: subagent.EventEnd, Provider: m.provider, RunID: m.runID, ID: m.id, Local: true,
-			StopReason: m.stop, LastAssistantMessage: m.last, Parent: e.parent})
+			StopReason: m.stop, LastAssistantMessage: m.last, Parent: subagent.RefOf(e.parent)})
 	}
 	d.redispatch(c, e)
 	d.checkWaits()

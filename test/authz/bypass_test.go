@@ -88,9 +88,14 @@ func TestBypassWireAssertedSession(t *testing.T) {
 }
 
 // Bypass 2: nothing in the continuation manager's (or the registry's) API hands a
-// caller another agent's live handle.
+// caller another agent's live handle, and no event a listener receives carries one.
 func TestBypassNoCredentialFromLookups(t *testing.T) {
 	agentT := reflect.TypeOf((*owner.Agent)(nil))
+	for _, typ := range []reflect.Type{reflect.TypeOf(subagent.Event{}), reflect.TypeOf(registry.Owner{}), reflect.TypeOf(activation.Listed{})} {
+		for i := range typ.NumField() {
+			require.NotEqual(t, agentT, typ.Field(i).Type, "%s.%s hands a live agent handle to whoever receives it", typ, typ.Field(i).Name)
+		}
+	}
 	for _, typ := range []reflect.Type{reflect.TypeOf((*activation.Manager)(nil)), reflect.TypeOf((*registry.Client)(nil))} {
 		for i := range typ.NumMethod() {
 			m := typ.Method(i)

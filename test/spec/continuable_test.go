@@ -173,7 +173,7 @@ func TestSpec154_FollowupAfterSettlementColdResumesWithANewEventPair(t *testing.
 	require.Equal(t, "c", end1.ID)
 	require.Equal(t, "spawn", end1.Provider)
 	require.Equal(t, "spawn", start1.Provider)
-	require.Same(t, p, end1.Parent, "scoped to the delegating parent")
+	require.True(t, end1.Parent.Is(p), "scoped to the delegating parent")
 	require.Equal(t, subagent.StopCompleted, end1.StopReason)
 	requireSettlementNotice(t, s, "c")
 	require.Zero(t, e.m.Live(context.Background()))

@@ -283,7 +283,7 @@ func TestSpec132_StartPrecedesEndForAnAlreadySettledRun(t *testing.T) {
 		require.Equal(t, "instant", ev.Provider)
 		require.Equal(t, "instant-run-1", ev.ID)
 		require.False(t, ev.Local)
-		require.Same(t, e.parent, ev.Parent)
+		require.True(t, ev.Parent.Is(e.parent), "%v", ev.Parent)
 	}
 	require.Equal(t, subagent.StopCompleted, second.StopReason)
 	require.Equal(t, "done", second.LastAssistantMessage)

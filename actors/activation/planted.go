@@ -42,8 +42,13 @@ func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, clai
 		return false
 	}
 	d.unindex(claimed)
+	// Forgetting the claimed Activation drops its agent's registration too: the
+	// registry's rule (one live registered instance per session) would otherwise
+	// refuse the new agent, and the bug would never reach two live Activations.
+	_ = d.m.deps.Jobs.UnregisterAgent(claimed.agent)
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
+		_ = d.m.deps.Jobs.RegisterAgent(claimed.agent)
 		d.index(claimed)
 		m.reply <- acceptRes{err: err}
 		return true

@@ -412,6 +412,9 @@ func invalidAgent() error {
 }
 
 func (c *Client) registerAgent(ctx context.Context, a, replaces *owner.Agent) error {
+	if a != nil && a.Session() == "" {
+		return owner.ErrEmptySession() // "" is the no-caller identity, never an agent's
+	}
 	if a == nil || a.PID() == nil || a.Scope() == nil {
 		return invalidAgent()
 	}

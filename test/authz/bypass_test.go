@@ -51,7 +51,7 @@ func TestBypassWireAssertedSession(t *testing.T) {
 	sys, _ := troupetest.Served(t)
 	alice := troupetest.Agent(t, sys, "alice")
 	p := newCounting()
-	id, err := sys.Jobs().Start(p.spec(alice))
+	id, err := sys.Jobs().Start(t.Context(), p.spec(alice))
 	require.NoError(t, err)
 	root, reg := sys.Actors().Root, sys.Jobs().PID()
 	reqs := []proto.Message{
@@ -81,7 +81,7 @@ func TestBypassWireAssertedSession(t *testing.T) {
 			require.Equal(t, "job/unauthenticated", e.GetCode(), "%s %T: %v", forged.name, req, e)
 		}
 	}
-	snap, err := sys.Jobs().Get(id, "alice")
+	snap, err := sys.Jobs().Get(t.Context(), id, "alice")
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.GetStatus(), "a forged kill stopped the job")
 	require.Zero(t, p.calls(), "the producer was called for a forged request")
@@ -118,7 +118,7 @@ func TestBypassReplaceLiveIncarnation(t *testing.T) {
 
 	forged, err := e.sys.NewAgent(nil, "P")
 	require.NoError(t, err)
-	err = e.sys.Jobs().RegisterAgent(forged)
+	err = e.sys.Jobs().RegisterAgent(context.Background(), forged)
 	require.Error(t, err, "a second incarnation displaced P's live one")
 	require.Equal(t, "job/agent-registered", string(messages.CodeOf(err)), "%v", err)
 	_, err = e.m.Followup(ctx, forged, "c", "forged followup", session.Source{Kind: "coordinator"})
@@ -153,7 +153,7 @@ func TestBypassChildIDAliasesSession(t *testing.T) {
 	require.NotNil(t, alias)
 	_, err = e.m.Followup(ctx, alias, "c", "aliased followup", session.Source{Kind: "coordinator"})
 	require.ErrorIs(t, err, subagent.ErrUnauthorized, "a child whose id is P spoke for P")
-	require.NoError(t, e.m.Interrupt("c", activation.Authority{Ancestor: alias}), "c is not resident: a no-op")
+	require.NoError(t, e.m.Interrupt(ctx, "c", activation.Authority{Ancestor: alias}), "c is not resident: a no-op")
 	e.runner.release()
 	e.settled(t)
 	require.Zero(t, e.runner.saw("aliased followup"))

@@ -158,7 +158,7 @@ func newEnv(t *testing.T) *env {
 			if err != nil {
 				return nil, err
 			}
-			if err := e.sys.Jobs().RegisterAgent(a); err != nil {
+			if err := e.sys.Jobs().RegisterAgent(context.Background(), a); err != nil {
 				_ = a.Dispose(context.Background())
 				return nil, err
 			}
@@ -188,7 +188,7 @@ func (e *env) kid(id string) *owner.Agent {
 // settled waits until no Activation is resident.
 func (e *env) settled(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.m.Live() == 0 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return e.m.Live(context.Background()) == 0 }, 10*time.Second, time.Millisecond)
 }
 
 // parent spawns and registers a top-level agent with a recording surface.
@@ -197,7 +197,7 @@ func (e *env) parent(t *testing.T, session string) (*owner.Agent, *recSurface) {
 	s := &recSurface{}
 	a, err := e.sys.NewAgent(nil, session, owner.Options{Surface: s})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
 	return a, s
 }
 

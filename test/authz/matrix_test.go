@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"testing"
@@ -36,7 +37,7 @@ func TestAuthzWireMatrix(t *testing.T) {
 	sys, _ := troupetest.Served(t)
 	jobs := sys.Jobs()
 	cred := func(a *owner.Agent) []byte {
-		c, err := jobs.WireCredential(a)
+		c, err := jobs.WireCredential(t.Context(), a)
 		require.NoError(t, err)
 		require.Len(t, c, 32, "a credential is 256 random bits")
 		return c
@@ -44,15 +45,15 @@ func TestAuthzWireMatrix(t *testing.T) {
 	disposed := troupetest.Agent(t, sys, "alice")
 	disposedCred := cred(disposed)
 	require.NoError(t, disposed.Dispose(t.Context()))
-	_, err := jobs.WireCredential(disposed)
+	_, err := jobs.WireCredential(t.Context(), disposed)
 	require.ErrorIs(t, err, messages.ErrOwnerNotLive, "a disposed incarnation has no credential")
 	stale, err := sys.NewAgent(nil, "alice")
 	require.NoError(t, err)
-	require.NoError(t, jobs.RegisterAgent(stale))
+	require.NoError(t, jobs.RegisterAgent(context.Background(), stale))
 	staleCred := cred(stale)
 	alice, err := sys.NewAgent(nil, "alice")
 	require.NoError(t, err)
-	require.NoError(t, jobs.ReplaceAgent(stale, alice))
+	require.NoError(t, jobs.ReplaceAgent(t.Context(), stale, alice))
 	aliceCred := cred(alice)
 	require.NotEqual(t, staleCred, aliceCred, "each registration mints a fresh credential")
 	bob := troupetest.Agent(t, sys, "bob")
@@ -61,7 +62,7 @@ func TestAuthzWireMatrix(t *testing.T) {
 	_, _ = rand.Read(random)
 
 	p := newCounting()
-	id, err := jobs.Start(p.spec(alice))
+	id, err := jobs.Start(t.Context(), p.spec(alice))
 	require.NoError(t, err)
 	stranger := sys.Actors().Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	t.Cleanup(func() { _ = sys.Actors().Root.StopFuture(stranger).Wait() })
@@ -115,7 +116,7 @@ func TestAuthzWireMatrix(t *testing.T) {
 	}
 	troupetest.Barrier(t, sys)
 	require.Zero(t, p.calls(), "the producer was called for a forged request")
-	snap, err := jobs.Get(id, "alice")
+	snap, err := jobs.Get(t.Context(), id, "alice")
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.GetStatus())
 
@@ -173,7 +174,7 @@ func TestAuthzContinuationMatrix(t *testing.T) {
 	s := start(stale, "s")
 	p, err := e.sys.NewAgent(nil, "P")
 	require.NoError(t, err)
-	require.NoError(t, jobs.ReplaceAgent(stale, p))
+	require.NoError(t, jobs.ReplaceAgent(t.Context(), stale, p))
 	x, _ := e.parent(t, "X")
 	alias := start(x, "Q")
 	forged, err := e.sys.NewAgent(nil, "P")
@@ -210,9 +211,9 @@ func TestAuthzContinuationMatrix(t *testing.T) {
 
 	// Interrupt: any live ancestor, nobody else.
 	for _, w := range append(append(forgedP, strangers...), who{"g (itself)", g}) {
-		unauthorized(e.m.Interrupt("g", activation.Authority{Ancestor: w.agent}), "interrupt g by "+w.name)
+		unauthorized(e.m.Interrupt(ctx, "g", activation.Authority{Ancestor: w.agent}), "interrupt g by "+w.name)
 	}
-	unauthorized(e.m.Interrupt("c", activation.Authority{ParentSession: "X"}), "user interrupt of c naming X")
+	unauthorized(e.m.Interrupt(ctx, "c", activation.Authority{ParentSession: "X"}), "user interrupt of c naming X")
 
 	// Drain children: only the exact live direct parent.
 	for _, w := range append(append(forgedP, strangers...), who{"P (ancestor of g)", p}) {
@@ -232,38 +233,38 @@ func TestAuthzContinuationMatrix(t *testing.T) {
 
 	// Report: only a live continuable child.
 	for _, w := range append(forgedP, who{"X (top-level)", x}) {
-		_, err := e.m.Report(w.agent, "forged report", false)
+		_, err := e.m.Report(ctx, w.agent, "forged report", false)
 		unauthorized(err, "report by "+w.name)
 	}
 
 	// List: only the exact live agent, and only its own namespace's children.
 	for _, w := range forgedP {
-		_, err := e.m.List(w.agent, true)
+		_, err := e.m.List(ctx, w.agent, true)
 		unauthorized(err, "list by "+w.name)
 	}
-	listed, err := e.m.List(alias, true)
+	listed, err := e.m.List(ctx, alias, true)
 	require.NoError(t, err)
 	require.Empty(t, listed, "the Q-alias child listed top-level Q's children")
 
 	// Registration: a live instance is displaced only with its handle.
-	require.Equal(t, messages.CodeAgentRegistered, messages.CodeOf(jobs.RegisterAgent(forged)))
-	require.Equal(t, messages.CodeAgentRegistered, messages.CodeOf(jobs.ReplaceAgent(stale, forged)), "a stale handle displaces nobody")
-	_, err = jobs.WireCredential(forged)
+	require.Equal(t, messages.CodeAgentRegistered, messages.CodeOf(jobs.RegisterAgent(context.Background(), forged)))
+	require.Equal(t, messages.CodeAgentRegistered, messages.CodeOf(jobs.ReplaceAgent(t.Context(), stale, forged)), "a stale handle displaces nobody")
+	_, err = jobs.WireCredential(t.Context(), forged)
 	require.Equal(t, messages.CodeOwnerNotLive, messages.CodeOf(err))
 
 	// Nothing refused ran, and every held turn is still running.
 	for _, id := range []string{"c", "g", "s", "Q"} {
-		st, ok := e.m.Status(id)
+		st, ok := e.m.Status(ctx, id)
 		require.True(t, ok, "%s is no longer resident", id)
 		require.Equal(t, activation.Running, st.Residency, "%s's held turn was cut", id)
 	}
 	// The controls: the live parent and a live recorded ancestor are obeyed (P's
 	// replacement is in no recorded ancestry: g's records the stale P it was
 	// started under).
-	unauthorized(e.m.Interrupt("g", activation.Authority{Ancestor: p}), "interrupt g by P's replacement")
+	unauthorized(e.m.Interrupt(ctx, "g", activation.Authority{Ancestor: p}), "interrupt g by P's replacement")
 	_, err = e.m.Followup(ctx, p, "c", "real followup", session.Source{Kind: "coordinator"})
 	require.NoError(t, err)
-	require.NoError(t, e.m.Interrupt("g", activation.Authority{Ancestor: c}))
+	require.NoError(t, e.m.Interrupt(ctx, "g", activation.Authority{Ancestor: c}))
 	e.runner.release()
 	e.settled(t)
 	for _, text := range refusedTexts {

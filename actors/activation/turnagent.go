@@ -13,7 +13,7 @@ type agentKey struct{}
 // TurnAgent returns the agent instance of the continuable child whose turn ctx
 // belongs to — the ctx troupe hands its TurnRunner, and any context derived from
 // it — or nil for any other context. It is the child's credential: pass it as the
-// caller of the tools the turn runs (tools.Call.Agent), so the child starts its own
+// caller of the tools the turn runs (tools.AsAgent), so the child starts its own
 // children, reports, lists and interrupts as itself. troupe hands a resident
 // child's agent to nobody else: no lookup by id returns it (docs/THREAT-MODEL.md).
 func TurnAgent(ctx context.Context) *owner.Agent {

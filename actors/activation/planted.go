@@ -3,6 +3,8 @@
 package activation
 
 import (
+	"context"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
@@ -45,10 +47,10 @@ func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, clai
 	// Forgetting the claimed Activation drops its agent's registration too: the
 	// registry's rule (one live registered instance per session) would otherwise
 	// refuse the new agent, and the bug would never reach two live Activations.
-	_ = d.m.deps.Jobs.UnregisterAgent(claimed.agent)
+	_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), claimed.agent)
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
-		_ = d.m.deps.Jobs.RegisterAgent(claimed.agent)
+		_ = d.m.deps.Jobs.RegisterAgent(context.Background(), claimed.agent)
 		d.index(claimed)
 		m.reply <- acceptRes{err: err}
 		return true

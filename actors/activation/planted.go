@@ -3,8 +3,6 @@
 package activation
 
 import (
-	"context"
-
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
@@ -44,19 +42,14 @@ func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, clai
 		return false
 	}
 	d.unindex(claimed)
-	// Forgetting the claimed Activation drops its agent's registration too: the
-	// registry's rule (one live registered instance per session) would otherwise
-	// refuse the new agent, and the bug would never reach two live Activations.
-	_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), claimed.agent)
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
-		_ = d.m.deps.Jobs.RegisterAgent(context.Background(), claimed.agent)
 		d.index(claimed)
 		m.reply <- acceptRes{err: err}
 		return true
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx})
+	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
 	return true
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -190,7 +191,18 @@ func (w *world) newChildAgent(id string, inbox owner.Surface) (*owner.Agent, err
 	if err != nil {
 		return nil, err
 	}
-	if err := w.sys.Jobs().RegisterAgent(context.Background(), a); err != nil {
+	err = w.sys.Jobs().RegisterAgent(context.Background(), a)
+	if messages.CodeOf(err) == messages.CodeAgentRegistered {
+		// Only a directory that materializes a session twice (the planted
+		// activation-without-claim) gets here: as the composer, the world holds the
+		// previous child agent's handle and displaces it, so the bug goes on to two
+		// live Activations for the suites' oracles to catch.
+		w.mu.Lock()
+		prev := w.mu.children[id]
+		w.mu.Unlock()
+		err = w.sys.Jobs().ReplaceAgent(context.Background(), prev, a)
+	}
+	if err != nil {
 		_ = a.Dispose(context.Background())
 		return nil, err
 	}

@@ -92,6 +92,10 @@ type Parent struct {
 	SubagentDepth int
 	// History is the parent's completed turns (a fork inherits them).
 	History []Message
+	// Cwd is the delegating session's absolute working directory, "" if none. Only
+	// a provider whose child runs in another process uses it (the ACP provider's
+	// session cwd when its Config sets none).
+	Cwd string
 }
 
 // AgentOptions choose the child's model (SPEC §5.4 agentOptions). They need no

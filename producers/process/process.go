@@ -50,6 +50,9 @@ type Config struct {
 	Env []string
 	// Grace is how long a cancelled job has between SIGTERM and SIGKILL; 0 means 2 s.
 	Grace time.Duration
+	// EOFGrace is used only by StartPiped: how long Stop waits after closing stdin
+	// before SIGTERM; 0 means 2 s.
+	EOFGrace time.Duration
 	// Timeout, if positive, kills the job after it (detail "timeout").
 	Timeout time.Duration
 	// RetainBytes bounds the unread output kept; 0 means 256 KiB.

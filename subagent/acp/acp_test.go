@@ -114,7 +114,8 @@ func self(t testing.TB) string {
 // fakeConfig runs the test binary as the scripted agent.
 func fakeConfig(t testing.TB, s acptest.Script, dir string) acp.Config {
 	kv := strings.SplitN(acptest.Env(t, s), "=", 2)
-	return acp.Config{Command: self(t), Cwd: dir, Env: map[string]string{kv[0]: kv[1]}}
+	// GORACE: a -race child otherwise sleeps 1 s at exit.
+	return acp.Config{Command: self(t), Cwd: dir, Env: map[string]string{kv[0]: kv[1], "GORACE": "atexit_sleep_ms=0"}}
 }
 
 func newWorld(t *testing.T, s acptest.Script, mutate ...func(*acp.Config)) *world {

@@ -260,6 +260,9 @@ func (a *agent) prompt(ctx context.Context, text string) subagent.Result {
 		}
 		timer.Stop()
 	}
+	if out.err == nil {
+		a.observe(Event{Kind: EventPromptEnd, SessionID: sid, Update: string(out.resp.StopReason)})
+	}
 	collected, truncated := a.client.end(t)
 	res := subagent.Result{}
 	if collected != "" {

@@ -90,6 +90,7 @@ const (
 	EventUpdate        = "update"
 	EventPermission    = "permission"
 	EventCancelSent    = "cancel-sent"
+	EventPromptEnd     = "prompt-end" // the session/prompt call returned (Update: its stopReason, "" on an error)
 	EventStopped       = "stopped"
 )
 

@@ -74,7 +74,8 @@ func (p *Provider) InheritsParentContext() bool { return false }
 func (p *Provider) ProbeRuns() int64 { return p.probeRuns.Load() }
 
 // Start spawns the agent, runs initialize → (authenticate) → session/new, and
-// returns once the sessionId is known; session/prompt runs after that. The run's
+// returns once the sessionId is known; session/prompt runs after that. When ctx
+// ends (a background job's kill) or at the run's Dispose, the prompt is cancelled:
 // Dispose cancels a prompt in flight (session/cancel, CancelGrace) and stops the
 // process tree; it returns once the tree is gone.
 func (p *Provider) Start(ctx context.Context, req subagent.ResolvedRequest) (*subagent.Run, error) {
@@ -100,7 +101,8 @@ func (p *Provider) Start(ctx context.Context, req subagent.ResolvedRequest) (*su
 		parent = "root"
 	}
 	id := parent + "/" + p.cfg.Name + "-" + strconv.FormatUint(p.runs.Add(1), 10)
-	runCtx, cancel := context.WithCancel(context.Background())
+	// The run ends with ctx (a background job's kill cancels it) or at Dispose.
+	runCtx, cancel := context.WithCancel(ctx)
 	prompted := make(chan struct{})
 	run, settle := subagent.NewRun(id, false, func(context.Context) error {
 		cancel()

@@ -46,9 +46,9 @@ var layers = []layer{
 	{"core actors", []string{"actors/owner", "actors/job", "actors/registry", "actors/controller"}},
 	{"seams", []string{"tools", "subagent"}},
 	{"continuation manager", []string{"actors/activation"}},
-	{"producers and tools", []string{"producers/", "tools/", "workflow"}}, // workflow: the workflow engine (WORKFLOW.md)
+	{"producers and tools", []string{"producers/", "tools/", "workflow", "subagent/acp"}}, // workflow: the workflow engine (WORKFLOW.md)
 	{"facade", []string{""}},
-	{"surfaces and test support", []string{"cmd/", "troupetest", "harness", "test/"}},
+	{"surfaces and test support", []string{"cmd/", "troupetest", "harness", "test/", "subagent/acp/acptest"}},
 }
 
 // rank returns the layer of the package at rel (path from the module root): the

@@ -1,0 +1,174 @@
+// Package interop runs troupe's ACP provider against peers troupe did not write,
+// installed offline from npm by .ci/run (docs/INTEROP.md §3): the official ACP
+// SDK's example agent and codex-acp. Without TROUPE_INTEROP_DIR (or node) every
+// case skips; under TROUPE_INTEROP_REQUIRED=1 that skip is a failure.
+package interop
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/troupe-rt/troupe/subagent/acp"
+	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const skipMsg = "interop peers not installed: npm ci --prefix .ci/interop"
+
+// budget bounds every wait; the example agent's turns take ≈5 s.
+const budget = 60 * time.Second
+
+// peerDir returns TROUPE_INTEROP_DIR, skipping (or failing, when required) the
+// test without it or without node.
+func peerDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TROUPE_INTEROP_DIR")
+	_, nodeErr := exec.LookPath("node")
+	if dir == "" || nodeErr != nil {
+		if os.Getenv("TROUPE_INTEROP_REQUIRED") == "1" {
+			t.Fatal(skipMsg)
+		}
+		t.Skip(skipMsg)
+	}
+	return dir
+}
+
+// offlineEnv is §3.3's environment additions: a private HOME and proxies that
+// fail locally.
+func offlineEnv(t *testing.T) map[string]string {
+	return map[string]string{
+		"HOME":        t.TempDir(),
+		"HTTP_PROXY":  "http://127.0.0.1:9",
+		"HTTPS_PROXY": "http://127.0.0.1:9",
+		"ALL_PROXY":   "http://127.0.0.1:9",
+	}
+}
+
+// exampleAgent is the launch recipe of the ACP SDK's example agent.
+func exampleAgent(t *testing.T) acp.Config {
+	dir := peerDir(t)
+	script := filepath.Join(dir, "@agentclientprotocol/sdk/dist/examples/agent.js")
+	require.FileExists(t, script)
+	return acp.Config{Command: "node", Args: []string{script}, Cwd: t.TempDir(), Env: offlineEnv(t)}
+}
+
+// codex is codex-acp's launch recipe. authed uses the loopback model provider and
+// adds the dummy key and the openai-api-key auth method; without it, codex runs on
+// its default provider, whose session/new asks for authentication (with the
+// loopback provider codex opens sessions without any, so the auth-required case
+// could not be reached; this agent's session/new dials nothing either way).
+func codex(t *testing.T, authed bool) acp.Config {
+	dir := peerDir(t)
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("codex-acp cases run on linux-x64 only")
+	}
+	bin := filepath.Join(dir, "@zed-industries/codex-acp-linux-x64/bin/codex-acp")
+	require.FileExists(t, bin)
+	env := offlineEnv(t)
+	env["CODEX_HOME"] = t.TempDir()
+	cfg := acp.Config{Command: bin, Cwd: t.TempDir(), Env: env}
+	if authed {
+		cfg.Args = []string{"-c", "model_provider=loop", "-c",
+			`model_providers.loop={name="loop",base_url="http://127.0.0.1:9/v1",env_key="OPENAI_API_KEY",wire_api="responses",request_max_retries=0,stream_max_retries=0}`}
+		cfg.Env["OPENAI_API_KEY"] = "sk-test-not-a-key"
+		cfg.AuthMethod = "openai-api-key"
+	}
+	return cfg
+}
+
+// recorder collects the provider's events; tests wait on them.
+type recorder struct {
+	mu     sync.Mutex
+	events []acp.Event
+	wake   chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{wake: make(chan struct{})} }
+
+func (r *recorder) observe(ev acp.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	close(r.wake)
+	r.wake = make(chan struct{})
+	r.mu.Unlock()
+}
+
+func (r *recorder) all() []acp.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func (r *recorder) of(kind string) []acp.Event {
+	var out []acp.Event
+	for _, e := range r.all() {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *recorder) kinds() []string {
+	var ks []string
+	for _, e := range r.all() {
+		ks = append(ks, e.Kind)
+	}
+	return ks
+}
+
+func (r *recorder) wait(t testing.TB, kind string) acp.Event {
+	t.Helper()
+	deadline := time.After(budget)
+	for {
+		r.mu.Lock()
+		for _, e := range r.events {
+			if e.Kind == kind {
+				r.mu.Unlock()
+				return e
+			}
+		}
+		wake := r.wake
+		r.mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatalf("no %q event; saw %v", kind, r.kinds())
+		}
+	}
+}
+
+// observed wires rec (and a logger) into cfg.
+func observed(cfg acp.Config, rec *recorder, logger *slog.Logger) acp.Config {
+	cfg.Observe, cfg.Logger = rec.observe, logger
+	return cfg
+}
+
+// requireGone: every process rec saw spawned is gone and reaped — the check every
+// interop case ends with.
+func requireGone(t *testing.T, rec *recorder) {
+	t.Helper()
+	spawned := rec.of(acp.EventSpawned)
+	require.NotEmpty(t, spawned, "nothing was spawned")
+	for _, e := range spawned {
+		acptest.RequireGone(t, e.Marker, e.PID)
+	}
+}
+
+func ctxFor(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), budget)
+	t.Cleanup(cancel)
+	return c
+}

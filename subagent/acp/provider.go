@@ -40,23 +40,43 @@ type continuable struct{ *Provider }
 // acp.processes(), that stops every process of the provider (docs/INTEROP.md
 // §1.9) when sc is disposed: System.Shutdown leaves no agent process behind.
 func Register(rt *subagent.Runtime, sc *scope.Scope, cfg Config) (*Provider, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	p := &Provider{cfg: cfg.withDefaults(), live: map[*agent]struct{}{}}
-	eff, err := sc.Add("acp.processes()", func(context.Context) error { return p.stopAll() })
+	p, eff, err := newProvider(sc, cfg)
 	if err != nil {
 		return nil, err
 	}
-	var reg subagent.Provider = p
-	if cfg.Continuable {
-		reg = continuable{p}
-	}
-	if _, err := rt.RegisterProvider(sc, reg); err != nil {
+	if _, err := rt.RegisterProvider(sc, p.Registered()); err != nil {
 		_ = eff.Run(context.Background())
 		return nil, err
 	}
 	return p, nil
+}
+
+// New validates cfg and builds the provider with Register's acp.processes() effect
+// in sc, without registering it: the caller registers p.Registered() itself.
+func New(sc *scope.Scope, cfg Config) (*Provider, error) {
+	p, _, err := newProvider(sc, cfg)
+	return p, err
+}
+
+func newProvider(sc *scope.Scope, cfg Config) (*Provider, *scope.Effect, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	p := &Provider{cfg: cfg.withDefaults(), live: map[*agent]struct{}{}}
+	eff, err := sc.Add("acp.processes()", func(context.Context) error { return p.stopAll() })
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, eff, nil
+}
+
+// Registered is the value to register in a subagent.Runtime: the provider itself,
+// or with Config.Continuable the provider that also offers PrepareContinuable.
+func (p *Provider) Registered() subagent.Provider {
+	if p.cfg.Continuable {
+		return continuable{p}
+	}
+	return p
 }
 
 // Name is Config.Name ("acp" by default).

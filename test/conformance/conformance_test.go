@@ -7,10 +7,14 @@ import (
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/subagent/acp/acptest"
 	"github.com/troupe-rt/troupe/test/conformance"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	acptest.MaybeRun() // the scripted ACP agent of TestACPProviderScriptedAgent
+	goleak.VerifyTestMain(m)
+}
 
 func TestSpawn(t *testing.T) {
 	conformance.RunProviderSuite(t, func(sys *troupe.System, r subagent.TurnRunner) subagent.Provider {

@@ -311,3 +311,105 @@ func depth(t *testing.T, f Factory) {
 	require.Equal(t, subagent.StopCompleted, result(t, run).StopReason, "depth 3 is within maxDepth 3")
 	require.Equal(t, 3, runner.Turns()[0].Depth)
 }
+
+// ExternalFactory builds a provider whose children are other programs (the ACP
+// provider): the suite cannot script their turns, so it checks what holds for any
+// turn. It is called once per check, each time on a fresh System.
+type ExternalFactory func(t *testing.T, sys *troupe.System) subagent.Provider
+
+// RunExternalProviderSuite runs the checks that need no scripted turn against a
+// provider of external children: a start resolves to a run whose result settles
+// completed with output (prompt is a prompt the child completes), run ids are
+// unique, a dispose right after the start aborts the turn and reaches quiescence
+// (no goroutine outlives it), dispose is idempotent, capabilities it lacks are
+// refused, and a claimed depthLimit is enforced. Child failures cannot be
+// scripted here: the provider's own cases cover them.
+func RunExternalProviderSuite(t *testing.T, f ExternalFactory, prompt string) {
+	factory := func(t *testing.T) *bench {
+		sys, logs := troupetest.NewSystem(t)
+		rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
+		require.NoError(t, err)
+		p := f(t, sys)
+		require.NotNil(t, p, "the factory built no provider")
+		_, err = rt.RegisterProvider(sys.Scope(), p)
+		require.NoError(t, err)
+		return &bench{rt: rt, p: p, name: p.Name()}
+	}
+	t.Run("StartResult", func(t *testing.T) {
+		b := factory(t)
+		run := b.start(t, subagent.Request{Prompt: prompt, Label: "greet", Parent: parent()})
+		require.NotEmpty(t, run.ID())
+		res := result(t, run)
+		require.Equal(t, subagent.StopCompleted, res.StopReason, "diagnostic: %s", res.Diagnostic)
+		require.NotEmpty(t, res.Text(), "a completed turn has output")
+		require.NoError(t, run.Dispose(ctxFor(t)))
+		second := b.start(t, subagent.Request{Prompt: prompt, Parent: parent()})
+		require.NotEqual(t, run.ID(), second.ID(), "run ids are unique within the parent")
+		require.Equal(t, subagent.StopCompleted, result(t, second).StopReason)
+	})
+	t.Run("CancelMidTurn", func(t *testing.T) {
+		b := factory(t)
+		before := goleak.IgnoreCurrent()
+		run := b.start(t, subagent.Request{Prompt: prompt, Parent: parent()})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs { // two concurrent disposals wait for the same quiescence
+			wg.Go(func() { errs[i] = run.Dispose(ctxFor(t)) })
+		}
+		wg.Wait()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		select {
+		case <-run.Done():
+		default:
+			t.Fatal("Dispose returned before the result settled: no quiescence")
+		}
+		require.Equal(t, subagent.StopAborted, result(t, run).StopReason)
+		goleak.VerifyNone(t, before)
+	})
+	t.Run("DisposeTwice", func(t *testing.T) {
+		b := factory(t)
+		run := b.start(t, subagent.Request{Prompt: prompt, Parent: parent()})
+		require.Equal(t, subagent.StopCompleted, result(t, run).StopReason)
+		first := run.Dispose(ctxFor(t))
+		require.Equal(t, first, run.Dispose(ctxFor(t)), "every Dispose returns the same disposal's error")
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.Equal(t, first, run.Dispose(cancelled), "a finished disposal answers even a done ctx")
+		require.Equal(t, subagent.StopCompleted, result(t, run).StopReason, "disposal leaves a settled result as it was")
+	})
+	t.Run("CapabilityRefusal", func(t *testing.T) {
+		b := factory(t)
+		caps := b.p.Capabilities()
+		var lacking []string
+		all := subagent.Request{Prompt: prompt, Parent: parent()}
+		for _, c := range capabilityOptions {
+			if c.has(caps) {
+				continue
+			}
+			lacking = append(lacking, c.name)
+			one := subagent.Request{Prompt: prompt, Parent: parent()}
+			c.apply(&one)
+			_, err := b.rt.Start(ctxFor(t), b.name, one, nil)
+			requireUnsupported(t, err, b.name, c.name)
+		}
+		if len(lacking) == 0 {
+			t.Skipf("provider %q claims every capability: nothing to refuse", b.name)
+		}
+		for _, c := range capabilityOptions {
+			c.apply(&all)
+		}
+		_, err := b.rt.Start(ctxFor(t), b.name, all, nil)
+		requireUnsupported(t, err, b.name, lacking[0])
+	})
+	t.Run("Depth", func(t *testing.T) {
+		b := factory(t)
+		if !b.p.Capabilities().DepthLimit {
+			t.Skipf("provider %q does not claim depthLimit: depth is its own business", b.name)
+		}
+		d := int64(0)
+		_, err := b.rt.Start(ctxFor(t), b.name, subagent.Request{Prompt: prompt, MaxDepth: &d, Parent: subagent.Parent{Session: "suite-parent"}}, nil)
+		var de *subagent.DepthError
+		require.ErrorAs(t, err, &de)
+	})
+}

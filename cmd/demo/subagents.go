@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/troupe-rt/troupe"
@@ -11,6 +14,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/subagent/acp"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/tools/agenttools"
 	"github.com/troupe-rt/troupe/tools/jobtools"
@@ -49,6 +53,7 @@ type subagentSystem struct {
 	sys   *troupe.System
 	jobs  *jobtools.Mount
 	tool  *subagenttool.Mount
+	acp   *subagenttool.Mount // the subagent tool over the ACP provider; nil without the example agent
 	mgr   *activation.Manager
 	agent *agenttools.Tools
 	lead  *owner.Agent
@@ -98,6 +103,17 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	}
 	st.emit(Event{Kind: KindMount, Text: "subagent, send_message, interrupt_agent, list_agents",
 		Detail: "provider spawn, a scripted model; continuable sessions in " + st.store})
+	if agent := exampleACPAgent(); agent != "" {
+		if _, err = acp.Register(rt, sys.Scope(), acp.Config{Command: "node", Args: []string{agent},
+			Cwd: filepath.Dir(st.store), Logger: st.logger()}); err != nil {
+			return fail(err)
+		}
+		if s.acp, err = subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
+			subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()}); err != nil {
+			return fail(err)
+		}
+		st.emit(Event{Kind: KindMount, Text: "subagent (acp)", Detail: "provider acp: the ACP SDK's example agent, " + agent})
+	}
 	if s.lead, err = spawnAgent(st, sys, "lead", loop); err != nil {
 		return fail(err)
 	}
@@ -165,6 +181,17 @@ func scenarioSubagents(st *stage) error {
 		return err
 	}
 
+	// An ACP child: another program (the ACP SDK's example agent, when installed)
+	// answers through the same tool; its permission request is refused by default.
+	if s.acp != nil {
+		text, isErr = s.run(s.acp.Tool(), map[string]any{"description": "update the config", "prompt": "update the configuration"})
+		st.emit(Event{Kind: KindSubagent, Who: "lead", Status: "acp", Text: text})
+		if err := st.check("an ACP child answers through the subagent tool, its permission request rejected",
+			!isErr && strings.Contains(text, "skip the configuration update"), "the tool answered %q", text); err != nil {
+			return err
+		}
+	}
+
 	// One-shot background: a job of kind subagent, collected with job_output.
 	text, isErr = s.run(s.tool.Tool(), map[string]any{"description": "summarise notes", "prompt": "summarise the notes", "run_in_background": true})
 	id, ok := strings.CutPrefix(text, "started background subagent job ")
@@ -221,6 +248,23 @@ func scenarioSubagents(st *stage) error {
 		return err
 	}
 	return checkResumed(st, s.store, child, before.Header.Epoch)
+}
+
+// exampleACPAgent is the ACP SDK's example agent under TROUPE_INTEROP_DIR (the
+// peers .ci/run installs), or "" when it or node is missing.
+func exampleACPAgent() string {
+	dir := os.Getenv("TROUPE_INTEROP_DIR")
+	if dir == "" {
+		return ""
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		return ""
+	}
+	agent := filepath.Join(dir, "@agentclientprotocol/sdk/dist/examples/agent.js")
+	if _, err := os.Stat(agent); err != nil {
+		return ""
+	}
+	return agent
 }
 
 // checkResumed checks the child's session as stored after the restart: its turns

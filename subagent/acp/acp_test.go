@@ -20,7 +20,7 @@ import (
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/subagent/acp"
-	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+	"github.com/troupe-rt/troupe/test/acptest"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 )
 
-// Error codes of the provider (docs/INTEROP.md §1.10).
+// Error codes of the provider (docs/INTEROP.md section 1.10).
 const (
 	CodeSpawnFailed     messages.Code = "acp/spawn-failed"
 	CodeHandshakeFailed messages.Code = "acp/handshake-failed"
@@ -226,7 +226,7 @@ type promptOut struct {
 
 // prompt runs one session/prompt with text. When ctx ends, it sends session/cancel
 // once, answers pending permission requests cancelled and waits CancelGrace for
-// the response; past it, the process is stopped (docs/INTEROP.md §1.7). The SDK
+// the response; past it, the process is stopped (docs/INTEROP.md section 1.7). The SDK
 // call's own ctx is never cancelled, so the cancelled response and the trailing
 // updates are not lost.
 func (a *agent) prompt(ctx context.Context, text string) subagent.Result {
@@ -292,7 +292,7 @@ func (a *agent) prompt(ctx context.Context, text string) subagent.Result {
 	return res
 }
 
-// mapStop maps an ACP stopReason (docs/INTEROP.md §1.5).
+// mapStop maps an ACP stopReason (docs/INTEROP.md section 1.5).
 func mapStop(r acpsdk.StopReason, diag []string) (string, []string) {
 	switch r {
 	case acpsdk.StopReasonEndTurn:

@@ -74,7 +74,7 @@ func (c *client) end(t *turn) (string, bool) {
 }
 
 // SessionUpdate keeps the text of agent_message_chunk updates of the current turn
-// and drops everything else (docs/INTEROP.md §1.5).
+// and drops everything else (docs/INTEROP.md section 1.5).
 func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
 	kind := updateKind(n.Update)
 	c.mu.Lock()
@@ -138,7 +138,7 @@ func updateKind(u acpsdk.SessionUpdate) string {
 	return "unknown"
 }
 
-// RequestPermission answers without asking anyone (docs/INTEROP.md §1.6).
+// RequestPermission answers without asking anyone (docs/INTEROP.md section 1.6).
 func (c *client) RequestPermission(ctx context.Context, req acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	c.mu.Lock()
 	session, t := c.session, c.turn
@@ -251,7 +251,7 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// The client methods troupe does not offer: JSON-RPC -32601 (docs/INTEROP.md §1.10).
+// The client methods troupe does not offer: JSON-RPC -32601 (docs/INTEROP.md section 1.10).
 
 func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
 	return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound(acpsdk.ClientMethodFsReadTextFile)

@@ -14,13 +14,13 @@ import (
 	"github.com/troupe-rt/troupe/messages"
 )
 
-// Permission policies (docs/INTEROP.md §1.6).
+// Permission policies (docs/INTEROP.md section 1.6).
 const (
 	PermissionReject = "reject"
 	PermissionAllow  = "allow"
 )
 
-// Defaults of Config (docs/INTEROP.md §1.3).
+// Defaults of Config (docs/INTEROP.md section 1.3).
 const (
 	DefaultName              = "acp"
 	DefaultStartTimeout      = 30 * time.Second
@@ -114,7 +114,7 @@ type Event struct {
 	Outcome job.Outcome
 }
 
-// Validate checks the values that can be wrong (docs/INTEROP.md §1.10).
+// Validate checks the values that can be wrong (docs/INTEROP.md section 1.10).
 func (c Config) Validate() error {
 	if c.Command == "" {
 		return messages.Errorf(messages.CodeInvalidConfig, "acp: command must be non-empty")

@@ -3,7 +3,7 @@
 // object per line over the agent's stdin and stdout), on
 // github.com/coder/acp-go-sdk (imported as acpsdk). troupe is the ACP client; the
 // child keeps its own model, tools and history in its own process, and troupe sees
-// its final answer, its stop reason and its stderr. docs/INTEROP.md §1 is the
+// its final answer, its stop reason and its stderr. docs/INTEROP.md section 1 is the
 // contract.
 //
 // A one-shot run is one process, started through producers/process.StartPiped (own

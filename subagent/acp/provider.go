@@ -14,7 +14,7 @@ import (
 )
 
 // Provider is the ACP subagent provider: each one-shot run is one agent process
-// (docs/INTEROP.md §1).
+// (docs/INTEROP.md section 1).
 type Provider struct {
 	cfg  Config
 	runs atomic.Uint64
@@ -38,7 +38,7 @@ type continuable struct{ *Provider }
 
 // Register validates cfg and registers the provider in sc, with one more effect,
 // acp.processes(), that stops every process of the provider (docs/INTEROP.md
-// §1.9) when sc is disposed: System.Shutdown leaves no agent process behind.
+// section 1.9) when sc is disposed: System.Shutdown leaves no agent process behind.
 func Register(rt *subagent.Runtime, sc *scope.Scope, cfg Config) (*Provider, error) {
 	p, eff, err := newProvider(sc, cfg)
 	if err != nil {

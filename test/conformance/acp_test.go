@@ -12,7 +12,7 @@ import (
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/subagent/acp"
-	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+	"github.com/troupe-rt/troupe/test/acptest"
 	"github.com/troupe-rt/troupe/test/conformance"
 )
 
@@ -24,7 +24,7 @@ func register(t *testing.T, sys *troupe.System, cfg acp.Config) subagent.Provide
 }
 
 // TestACPProviderExampleAgent runs the external-provider suite against the ACP
-// SDK's example agent (docs/INTEROP.md §3).
+// SDK's example agent (docs/INTEROP.md section 3).
 func TestACPProviderExampleAgent(t *testing.T) {
 	dir := os.Getenv("TROUPE_INTEROP_DIR")
 	_, nodeErr := exec.LookPath("node")

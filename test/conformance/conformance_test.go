@@ -7,7 +7,7 @@ import (
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/subagent"
-	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+	"github.com/troupe-rt/troupe/test/acptest"
 	"github.com/troupe-rt/troupe/test/conformance"
 )
 

@@ -16,14 +16,14 @@ import (
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/subagent/acp"
-	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+	"github.com/troupe-rt/troupe/test/acptest"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 	"github.com/troupe-rt/troupe/tools/subagenttool"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
-// A case of docs/INTEROP.md §4.1 against the real peers.
+// A case of docs/INTEROP.md section 4.1 against the real peers.
 
 type world struct {
 	sys  *troupe.System

@@ -1,14 +1,11 @@
-// Package interop runs troupe's ACP provider against peers troupe did not write,
-// installed offline from npm by .ci/run (docs/INTEROP.md §3): the official ACP
-// SDK's example agent and codex-acp. Without TROUPE_INTEROP_DIR (or node) every
-// case skips; under TROUPE_INTEROP_REQUIRED=1 that skip is a failure.
 package interop
+
+// The ACP peers of docs/INTEROP.md section 3: the official ACP SDK's example agent
+// and codex-acp, found through requirePeers (main_test.go).
 
 import (
 	"context"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -17,35 +14,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/troupe-rt/troupe/subagent/acp"
-	"github.com/troupe-rt/troupe/subagent/acp/acptest"
+	"github.com/troupe-rt/troupe/test/acptest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-const skipMsg = "interop peers not installed: npm ci --prefix .ci/interop"
 
 // budget bounds every wait; the example agent's turns take ≈5 s.
 const budget = 60 * time.Second
 
-// peerDir returns TROUPE_INTEROP_DIR, skipping (or failing, when required) the
-// test without it or without node.
-func peerDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("TROUPE_INTEROP_DIR")
-	_, nodeErr := exec.LookPath("node")
-	if dir == "" || nodeErr != nil {
-		if os.Getenv("TROUPE_INTEROP_REQUIRED") == "1" {
-			t.Fatal(skipMsg)
-		}
-		t.Skip(skipMsg)
-	}
-	return dir
-}
+// peerDir is requirePeers: the peers' node_modules, or a skip (a failure under
+// TROUPE_INTEROP_REQUIRED=1).
+func peerDir(t *testing.T) string { return requirePeers(t) }
 
-// offlineEnv is §3.3's environment additions: a private HOME and proxies that
+// offlineEnv is INTEROP section 3.3's environment additions: a private HOME and proxies that
 // fail locally.
 func offlineEnv(t *testing.T) map[string]string {
 	return map[string]string{

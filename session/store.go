@@ -57,6 +57,9 @@ const (
 	EntryTurnEnd     = "turn/end"            // the turn ended (stop reason)
 	EntryTurnAborted = "turn/aborted-by-crash"
 	EntryDiscarded   = "inbox/discarded" // a disposal dropped the accepted message unrun
+	// EntryProviderState is a turn runner's opaque state (subagent.TurnResult.State),
+	// log-only: it never enters model history; the latest one is handed to every turn.
+	EntryProviderState = "provider/state"
 )
 
 // Entry is one event of the session log.
@@ -68,6 +71,7 @@ type Entry struct {
 	Descriptor json.RawMessage `json:"descriptor,omitempty"`
 	InboxID    string          `json:"inboxId,omitempty"`
 	StopReason string          `json:"stopReason,omitempty"`
+	State      json.RawMessage `json:"state,omitempty"` // EntryProviderState only
 }
 
 // Source says who wrote an inbox message (it grants nothing).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,6 +79,7 @@ type (
 		inbox    string
 		res      subagent.Result
 		produced []subagent.Message
+		state    json.RawMessage // the turn runner's TurnResult.State (nil: none)
 	}
 	agentGone struct{ err error }
 	// retire asks the directory to stop an Activation that can no longer run its
@@ -135,6 +137,7 @@ type activationActor struct {
 	header  session.Header
 	desc    Descriptor
 	history []subagent.Message
+	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
 	core    *Core
 	dir     *actor.PID
 
@@ -254,8 +257,11 @@ func (a *activationActor) start(c actor.Context) {
 	a.header, a.epoch = snap.Header, snap.Header.Epoch
 	a.desc, _ = ParseDescriptor(snap.FirstDescriptor())
 	for _, e := range snap.Log {
-		if e.Kind == session.EntryMessage {
+		switch e.Kind {
+		case session.EntryMessage:
 			a.history = append(a.history, toMessage(e))
+		case session.EntryProviderState:
+			a.state = e.State
 		}
 	}
 	toRun, cut := snap.Pending()
@@ -474,7 +480,8 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.cancel, a.token = cancel, turnTokens.Add(1)
 	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
 		History: slices.Clip(a.history), Input: input,
-		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter}
+		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
+		Provider: a.desc.Provider, Cwd: a.header.Cwd, State: a.state}
 	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
 		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
 	}
@@ -485,9 +492,9 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.quiet, a.c.cancel = quiet, cancel
 	go func() {
 		defer close(quiet)
-		res, produced := subagent.RunOneTurn(ctx, runner, turn)
+		res, produced, state := subagent.RunOneTurnState(ctx, runner, turn)
 		cancel(nil)
-		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced})
+		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced, state: state})
 	}()
 }
 
@@ -502,6 +509,10 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		entries = append(entries, session.Entry{Kind: session.EntryMessage, Role: p.Role, Content: fromBlocks(p.Content)})
 	}
 	entries = append(entries, session.Entry{Kind: session.EntryTurnEnd, InboxID: m.inbox, StopReason: m.res.StopReason})
+	if m.state != nil { // log-only, in the same Append as the turn's end
+		entries = append(entries, session.Entry{Kind: session.EntryProviderState, State: m.state})
+		a.state = m.state
+	}
 	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, entries...); err != nil {
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
 	}
@@ -514,10 +525,21 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 // finish ends the epoch once no turn runs and no owned child is left: the child's
 // own agent is disposed (its jobs torn down) in a goroutine, then the directory is
 // told (agentGone → disposed), which sends the notice and releases ownership.
+//
+// A runner that is a subagent.SessionReleaser releases the session first, once per
+// epoch (no turn runs any more); its failure is logged and joins the dispose's.
 func (a *activationActor) finish(c actor.Context) {
-	root, self, agent := c.ActorSystem().Root, c.Self(), a.c.agent
+	root, self, agent, id := c.ActorSystem().Root, c.Self(), a.c.agent, a.c.id
+	rel, _ := a.m.deps.Runner.(subagent.SessionReleaser)
+	logger := a.m.logger
 	go func() {
-		root.Send(self, &agentGone{err: agent.Dispose(context.Background())})
+		var relErr error
+		if rel != nil {
+			if relErr = rel.ReleaseSession(context.Background(), id); relErr != nil {
+				logger.Warn(fmt.Sprintf("subagent: %s: releasing the session in its turn runner failed: %s", id, relErr.Error()))
+			}
+		}
+		root.Send(self, &agentGone{err: errors.Join(relErr, agent.Dispose(context.Background()))})
 	}()
 }
 

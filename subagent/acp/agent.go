@@ -173,6 +173,10 @@ func (a *agent) handshake(ctx context.Context, load string, initOnly bool) error
 	if initOnly {
 		return nil
 	}
+	if load != "" && !init.AgentCapabilities.LoadSession {
+		a.stop()
+		return messages.Errorf(CodeHandshakeFailed, "acp agent no longer advertises loadSession")
+	}
 	if cfg.AuthMethod != "" {
 		if _, err := a.conn.Authenticate(hctx, acpsdk.AuthenticateRequest{MethodId: cfg.AuthMethod}); err != nil || hctx.Err() != nil {
 			return fail(acpsdk.AgentMethodAuthenticate, err)

@@ -18,8 +18,10 @@
 // Capabilities: none is claimed (no output schema, depth limit, tool filter or
 // persona crosses ACP), so the runtime refuses such requests before anything
 // spawns. Continuable children (Config.Continuable) are offered only for agents
-// advertising loadSession; the turn runner over session/load is not implemented
-// yet, so PrepareContinuable refuses every agent with UNSUPPORTED_CAPABILITY.
+// advertising loadSession (probed once per provider): one process per residency
+// epoch, session/new for the first turn, session/load of the recorded session
+// ({"acpSessionId", "cwd"}, the turn's provider state) after a cold resume or a
+// restart; the continuation manager's runner must be subagent.Route(rt, embedder).
 //
 // Permission requests are answered without asking anyone: the first reject option
 // by default (Permission "reject"), the first allow option with "allow", or

@@ -25,6 +25,8 @@ type Provider struct {
 	live   map[*agent]struct{}
 	closed bool
 
+	runner *runner // the continuable children's turns
+
 	// The loadSession answer of the capability probe, once known.
 	probeMu   sync.Mutex
 	probed    bool
@@ -63,6 +65,7 @@ func newProvider(sc *scope.Scope, cfg Config) (*Provider, *scope.Effect, error) 
 		return nil, nil, err
 	}
 	p := &Provider{cfg: cfg.withDefaults(), live: map[*agent]struct{}{}}
+	p.runner = &runner{p: p, by: map[string]*agent{}}
 	eff, err := sc.Add("acp.processes()", func(context.Context) error { return p.stopAll() })
 	if err != nil {
 		return nil, nil, err
@@ -191,7 +194,9 @@ func (p *Provider) Live() int {
 }
 
 // PrepareContinuable offers continuable children only for an agent whose
-// initialize answer has agentCapabilities.loadSession: true. The answer comes once
+// initialize answer has agentCapabilities.loadSession: true; their turns run
+// through TurnRunner (the continuation manager's runner must be
+// subagent.Route(rt, embedderRunner)). The answer comes once
 // per provider from a probe process (started and stopped again) and is cached.
 func (c continuable) PrepareContinuable(ctx context.Context, req subagent.Request) (subagent.Seed, error) {
 	p := c.Provider
@@ -203,8 +208,7 @@ func (c continuable) PrepareContinuable(ctx context.Context, req subagent.Reques
 		return subagent.Seed{}, messages.Errorf(subagent.CodeUnsupportedCapability,
 			"subagent provider %q does not support continuable children (the ACP agent does not advertise loadSession)", p.cfg.Name)
 	}
-	return subagent.Seed{}, messages.Errorf(subagent.CodeUnsupportedCapability,
-		"subagent provider %q does not support continuable children (troupe's ACP turn runner over session/load is not implemented yet)", p.cfg.Name)
+	return subagent.Seed{}, nil // the child starts fresh: its first turn opens the ACP session
 }
 
 // probe learns loadSession once per provider.

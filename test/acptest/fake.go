@@ -70,6 +70,7 @@ type Script struct {
 	CallClient []string `json:"callClient,omitempty"`
 	WritePath  string   `json:"writePath,omitempty"` // fs/write_text_file's path
 	EchoEnv    bool     `json:"echoEnv,omitempty"`   // record the environment
+	Echo       bool     `json:"echo,omitempty"`      // each prompt streams "echo: <its text>"
 
 	Stop        string    `json:"stop,omitempty"` // the stopReason ("" → end_turn)
 	StopSeq     []string  `json:"stopSeq,omitempty"`
@@ -81,6 +82,9 @@ type Script struct {
 	PermissionAfterCancel []Option `json:"permissionAfterCancel,omitempty"`
 	// IgnoreCancel makes each prompt wait forever.
 	IgnoreCancel bool   `json:"ignoreCancel,omitempty"`
+	// GateFile holds each process's first prompt, after its updates, until the file
+	// exists (or session/cancel arrives, answered cancelled).
+	GateFile string `json:"gateFile,omitempty"`
 	IgnoreEOF    bool   `json:"ignoreEOF,omitempty"` // keep running after stdin EOF
 	TrapTERM     bool   `json:"trapTERM,omitempty"`  // ignore SIGTERM
 	ExitOnPrompt int    `json:"exitOnPrompt,omitempty"`
@@ -365,6 +369,15 @@ func (f *fake) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Promp
 	for _, u := range f.s.Updates {
 		f.update(p.SessionId, u)
 	}
+	if f.s.Echo {
+		var in strings.Builder
+		for _, b := range p.Prompt {
+			if b.Text != nil {
+				in.WriteString(b.Text.Text)
+			}
+		}
+		f.update(p.SessionId, Update{Kind: "text", Text: "echo: " + in.String()})
+	}
 	for _, opts := range f.s.Permissions {
 		f.ask(p.SessionId, opts)
 	}
@@ -373,6 +386,18 @@ func (f *fake) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Promp
 	}
 	if f.s.IgnoreCancel {
 		forever()
+	}
+	if f.s.GateFile != "" && n == 0 {
+		for {
+			if _, err := os.Stat(f.s.GateFile); err == nil {
+				break
+			}
+			select {
+			case <-cancel:
+				return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
+			case <-time.After(5 * time.Millisecond): // the fake polls its gate file
+			}
+		}
 	}
 	if f.s.Block {
 		<-cancel

@@ -387,7 +387,7 @@ func TestInteropA23_InterruptKeepsTheProcess(t *testing.T) {
 	require.Equal(t, "cancelled", end.Update)
 	require.Len(t, rec.of(acp.EventCancelSent), 1)
 
-	w.followup(t, id, "after") // unparks the queue
+	w.followup(t, id, "after")        // unparks the queue
 	rec.waitN(t, acp.EventStopped, 2) // the probe's, then the child's at its epoch's end
 	require.Len(t, served(rec), 1, "the followups ran on the same process")
 	require.Equal(t, pid, rec.of(acp.EventStopped)[1].PID)

@@ -81,10 +81,10 @@ type Script struct {
 	// PermissionAfterCancel sends a permission request after session/cancel.
 	PermissionAfterCancel []Option `json:"permissionAfterCancel,omitempty"`
 	// IgnoreCancel makes each prompt wait forever.
-	IgnoreCancel bool   `json:"ignoreCancel,omitempty"`
+	IgnoreCancel bool `json:"ignoreCancel,omitempty"`
 	// GateFile holds each process's first prompt, after its updates, until the file
 	// exists (or session/cancel arrives, answered cancelled).
-	GateFile string `json:"gateFile,omitempty"`
+	GateFile     string `json:"gateFile,omitempty"`
 	IgnoreEOF    bool   `json:"ignoreEOF,omitempty"` // keep running after stdin EOF
 	TrapTERM     bool   `json:"trapTERM,omitempty"`  // ignore SIGTERM
 	ExitOnPrompt int    `json:"exitOnPrompt,omitempty"`

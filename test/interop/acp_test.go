@@ -257,3 +257,62 @@ func TestInteropA19_ContinuableRefusedWithoutLoadSession(t *testing.T) {
 	default:
 	}
 }
+
+func TestInteropA24_CodexChildResumesThroughSessionLoad(t *testing.T) {
+	cfg := codex(t, true)
+	cfg.Continuable = true
+	cfg.EOFGrace = 200e6 // codex ignores EOF: SIGTERM follows quickly
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
+	require.NoError(t, err)
+	rec := newRecorder()
+	_, err = acp.Register(rt, sys.Scope(), observed(cfg, rec, slog.New(logs)))
+	require.NoError(t, err)
+	store := session.NewMemory()
+	m, err := sys.StartContinuations(store, rt, subagent.Route(rt, subagent.NewScripted()), nil)
+	require.NoError(t, err)
+	surf := &surface{calls: make(chan string, 16)}
+	parent, err := sys.NewAgent(nil, "parent", owner.Options{Surface: surf})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	next := func() string {
+		select {
+		case n := <-surf.calls:
+			return n
+		case <-ctxFor(t).Done():
+			t.Fatal("no notice")
+			return ""
+		}
+	}
+
+	id, _, err := m.Start(ctxFor(t), parent, "acp", "coder", "coder", subagent.Request{Prompt: "hi"})
+	require.NoError(t, err)
+	require.Contains(t, next(), "Background subagent coder failed before it finished.", "the loopback provider fails the turn")
+	sid := rec.wait(t, acp.EventSession).SessionID
+	first := rec.wait(t, acp.EventSession).PID
+
+	_, err = m.Followup(ctxFor(t), parent, id, "again", session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "parent"})
+	require.NoError(t, err)
+	require.Contains(t, next(), "Background subagent coder failed before it finished.")
+	loaded := rec.wait(t, acp.EventLoaded)
+	require.Equal(t, sid, loaded.SessionID, "a fresh codex process loaded the first session")
+	require.NotEqual(t, first, loaded.PID)
+	snap, err := store.Load(ctxFor(t), id)
+	require.NoError(t, err)
+	var stops []string
+	var states []string
+	for _, e := range snap.Log {
+		switch e.Kind {
+		case session.EntryTurnEnd:
+			stops = append(stops, e.StopReason)
+		case session.EntryProviderState:
+			states = append(states, string(e.State))
+		}
+	}
+	require.Equal(t, []string{subagent.StopError, subagent.StopError}, stops)
+	require.Len(t, states, 2)
+	require.Equal(t, states[0], states[1], "the second turn failed in session/prompt, on the loaded session")
+
+	require.NoError(t, sys.Shutdown(ctxFor(t)))
+	requireGone(t, rec)
+}

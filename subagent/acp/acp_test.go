@@ -21,6 +21,9 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/subagent/acp"
 	"github.com/troupe-rt/troupe/test/acptest"
+	"github.com/troupe-rt/troupe/tools"
+	"github.com/troupe-rt/troupe/tools/jobtools"
+	"github.com/troupe-rt/troupe/tools/subagenttool"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -558,4 +561,40 @@ func TestScopeDisposalStopsEveryProcess(t *testing.T) {
 	res := result(t, run)
 	require.Equal(t, subagent.StopError, res.StopReason, "the process was stopped under the prompt")
 	require.True(t, strings.HasPrefix(res.Diagnostic, "acp agent exited during session/prompt: "), res.Diagnostic)
+}
+
+func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
+	sys, logs := troupetest.NewSystem(t)
+	_, err := sys.Jobs().MountAgents(sys.Scope())
+	require.NoError(t, err)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
+	require.NoError(t, err)
+	_, err = acp.Register(rt, sys.Scope(), acp.Config{Command: "/nonexistent/agent", Cwd: t.TempDir()})
+	require.NoError(t, err)
+	sc, err := sys.Scope().Child("plugins")
+	require.NoError(t, err)
+	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
+	require.NoError(t, err)
+	m, err := subagenttool.MountIn(sc, subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
+		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
+	require.NoError(t, err)
+	parent, err := sys.NewAgent(sc, "parent")
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	call := func(tool tools.Tool, args string) string {
+		res := jobs.Pipeline().Run(ctxFor(t), tool, tools.Call{ID: "c-" + tool.Name, Name: tool.Name,
+			Args: json.RawMessage(args), Session: parent.Session(), Agent: parent})
+		text, _ := res.SingleText()
+		return text
+	}
+	require.Equal(t, "started background subagent job subagent-1",
+		call(m.Tool(), `{"description":"x","prompt":"p","run_in_background":true}`))
+	var output tools.Tool
+	for _, tl := range jobs.All() {
+		if tl.Name == jobtools.NameOutput {
+			output = tl
+		}
+	}
+	out := call(output, `{"job_id":"subagent-1","wait":true}`)
+	require.True(t, strings.HasPrefix(out, "(no new output)\n[status: failed, Error: acp provider \"acp\": cannot start /nonexistent/agent: "), "%q", out)
 }

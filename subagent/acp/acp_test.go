@@ -565,7 +565,7 @@ func TestScopeDisposalStopsEveryProcess(t *testing.T) {
 
 func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
 	sys, logs := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
@@ -580,10 +580,10 @@ func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
 	require.NoError(t, err)
 	parent, err := sys.NewAgent(sc, "parent")
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	call := func(tool tools.Tool, args string) string {
 		res := jobs.Pipeline().Run(ctxFor(t), tool, tools.Call{ID: "c-" + tool.Name, Name: tool.Name,
-			Args: json.RawMessage(args), Session: parent.Session(), Agent: parent})
+			Args: json.RawMessage(args), Caller: tools.AsAgent(parent)})
 		text, _ := res.SingleText()
 		return text
 	}

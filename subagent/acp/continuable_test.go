@@ -70,9 +70,9 @@ func openCont(t *testing.T, store session.Store, rec *recorder, s acptest.Script
 		sys, err = troupe.New(cfg)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sys.Shutdown(context.Background()) })
-		_, err = sys.Jobs().AttachController(sys.Scope(), "test")
+		_, err = sys.Jobs().AttachController(context.Background(), sys.Scope(), "test")
 		require.NoError(t, err)
-		_, err = sys.Jobs().MountAgents(sys.Scope())
+		_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 		require.NoError(t, err)
 	} else {
 		sys, logs = troupetest.Served(t)
@@ -88,7 +88,7 @@ func openCont(t *testing.T, store session.Store, rec *recorder, s acptest.Script
 	n := &notes{ch: make(chan string, 64)}
 	parent, err := sys.NewAgent(nil, "parent", owner.Options{Surface: n})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	return &contWorld{sys: sys, p: p, m: m, parent: parent, notes: n}
 }
 
@@ -382,7 +382,7 @@ func TestInteropA23_InterruptKeepsTheProcess(t *testing.T) {
 	rec.wait(t, acp.EventUpdate)
 	pid := rec.wait(t, acp.EventSession).PID
 	w.followup(t, id, "queued") // keeps the child resident (parked) across the interrupt
-	require.NoError(t, w.m.Interrupt(id, activation.Authority{ParentSession: "parent"}))
+	require.NoError(t, w.m.Interrupt(ctxFor(t), id, activation.Authority{ParentSession: "parent"}))
 	end := rec.wait(t, acp.EventPromptEnd)
 	require.Equal(t, "cancelled", end.Update)
 	require.Len(t, rec.of(acp.EventCancelSent), 1)

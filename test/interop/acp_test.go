@@ -110,7 +110,7 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	var sys *troupe.System
 	var logs *troupetest.Logs
 	sys, logs = troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
@@ -127,13 +127,13 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	surf := &surface{calls: make(chan string, 16)}
 	parent, err := sys.NewAgent(sc, "parent", owner.Options{Surface: surf})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 
 	calls := 0
 	call := func(tool tools.Tool, args string) tools.Result {
 		calls++
 		return jobs.Pipeline().Run(ctxFor(t), tool, tools.Call{ID: fmt.Sprintf("call-%d", calls), Name: tool.Name,
-			Args: json.RawMessage(args), Session: parent.Session(), Agent: parent})
+			Args: json.RawMessage(args), Caller: tools.AsAgent(parent)})
 	}
 	jobTool := func(name string) tools.Tool {
 		for _, tl := range jobs.All() {
@@ -232,7 +232,7 @@ func TestInteropA19_ContinuableRefusedWithoutLoadSession(t *testing.T) {
 	surf := &surface{calls: make(chan string, 16)}
 	parent, err := sys.NewAgent(nil, "parent", owner.Options{Surface: surf})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 
 	const msg = `subagent provider "acp" does not support continuable children (the ACP agent does not advertise loadSession)`
 	for i := range 2 {
@@ -246,7 +246,7 @@ func TestInteropA19_ContinuableRefusedWithoutLoadSession(t *testing.T) {
 	ids, err := store.IDs(ctxFor(t))
 	require.NoError(t, err)
 	require.Empty(t, ids, "no child session exists")
-	require.Nil(t, sys.Jobs().RegisteredAgent("child-1"), "no child agent exists")
+	require.Nil(t, sys.Jobs().RegisteredAgent(ctxFor(t), "child-1"), "no child agent exists")
 	require.Len(t, rec.of(acp.EventSpawned), 1, "one probe process")
 	requireGone(t, rec)
 	_, err = parent.Stats(ctxFor(t))
@@ -274,7 +274,7 @@ func TestInteropA24_CodexChildResumesThroughSessionLoad(t *testing.T) {
 	surf := &surface{calls: make(chan string, 16)}
 	parent, err := sys.NewAgent(nil, "parent", owner.Options{Surface: surf})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	next := func() string {
 		select {
 		case n := <-surf.calls:

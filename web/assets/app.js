@@ -619,7 +619,14 @@
   // ---- The test seam (only with clock=manual).
   if (manual) {
     window.troupeTest = {
-      setNow: function (ms) { vnow = ms; render(); },
+      // setNow sets the wall clock; pending timers keep their remaining delay
+      // (like setTimeout's, which are relative).
+      setNow: function (ms) {
+        var delta = ms - vnow;
+        vtimers.forEach(function (t) { t.at += delta; });
+        vnow = ms;
+        render();
+      },
       advance: function (ms) {
         var target = vnow + ms;
         for (;;) {

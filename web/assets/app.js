@@ -275,6 +275,7 @@
       p.len += c.text.length;
     });
     p.next = Math.max(p.next, d.next);
+    p.version++;
     trimPanel(p);
     renderPanel();
   }
@@ -292,7 +293,7 @@
   function toggle(id) {
     if (S.expanded === id) { collapse(); render(); return; }
     S.expanded = id;
-    S.panel = { jobId: id, segs: [], len: 0, gap: false, streaming: true, error: null, next: 0, settled: false };
+    S.panel = { jobId: id, segs: [], len: 0, gap: false, streaming: true, error: null, next: 0, settled: false, version: 0 };
     openStream();
     render();
   }
@@ -505,7 +506,7 @@
     } else {
       v.err.hidden = true;
     }
-    var key = p.segs.length + ':' + p.len + ':' + (p.streaming ? 1 : 0);
+    var key = p.version + ':' + (p.streaming ? 1 : 0);
     if (v.shown === key) { return; }
     v.shown = key;
     var stick = v.pre.scrollTop + v.pre.clientHeight >= v.pre.scrollHeight - 4;

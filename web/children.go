@@ -17,12 +17,12 @@ type Activations struct {
 }
 
 // Children implements ChildLister.
-func (a Activations) Children(_ context.Context, session string) ([]Child, error) {
+func (a Activations) Children(ctx context.Context, session string) ([]Child, error) {
 	parent := a.Agent(session)
 	if parent == nil || a.Manager == nil {
 		return []Child{}, nil
 	}
-	list, err := a.Manager.List(parent, false)
+	list, err := a.Manager.List(ctx, parent, false)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func (a Activations) Children(_ context.Context, session string) ([]Child, error
 	for _, l := range list {
 		c := Child{ID: l.ID, Label: l.Label, Status: l.Status, Diagnostic: l.Diagnostic}
 		if l.Status != "ready" {
-			if st, ok := a.Manager.Status(l.ID); ok {
+			if st, ok := a.Manager.Status(ctx, l.ID); ok {
 				c.Epoch, c.Queued = st.Header.Epoch, st.Queued
 			}
 		}

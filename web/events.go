@@ -359,7 +359,7 @@ func (c *conn) boundsOf(id string) *bounds {
 	if b, ok := c.bounds[id]; ok {
 		return b
 	}
-	rec, _, err := c.h.sys.Jobs().Record(id, c.session)
+	rec, _, err := c.h.sys.Jobs().Record(c.ctx, id, c.session)
 	var b *bounds
 	if err == nil && rec != nil {
 		e, t := rec.Bounds()

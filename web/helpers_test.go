@@ -105,7 +105,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	var err error
 	e.mount, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(bg, sys.Scope())
 	require.NoError(t, err)
 	if o.flush == 0 {
 		o.flush = 20 * time.Millisecond
@@ -115,7 +115,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.in = newInbox()
 	e.a, err = sys.NewAgent(nil, "s1", owner.Options{Surface: e.in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(e.a))
+	require.NoError(t, sys.Jobs().RegisterAgent(bg, e.a))
 	sessions := o.sessions
 	if sessions == nil {
 		sessions = []web.Session{{ID: "s1"}, {ID: "s2"}, {ID: ""}}
@@ -143,7 +143,7 @@ func (e *env) agent(t *testing.T, session string) (*owner.Agent, *inbox) {
 	in := newInbox()
 	a, err := e.sys.NewAgent(nil, session, owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(bg, a))
 	return a, in
 }
 
@@ -378,7 +378,7 @@ func callTool(ctx context.Context, e *env, session, name, args string) string {
 			tool = tl
 		}
 	}
-	call := tools.Call{ID: fmt.Sprintf("call-%d", toolCalls.Add(1)), Name: name, Args: json.RawMessage(args), Session: session}
+	call := tools.Call{ID: fmt.Sprintf("call-%d", toolCalls.Add(1)), Name: name, Args: json.RawMessage(args), Caller: tools.AsSession(session)}
 	res := e.mount.Pipeline().Run(ctx, tool, call)
 	s, _ := res.SingleText()
 	return s

@@ -27,7 +27,7 @@ func TestWebU01_RowsStreamFromHelloThroughAHumanKill(t *testing.T) {
 	p.Label = "sleep 60"
 	spec := p.Spec(e.a)
 	spec.OutputLimitBytes = ptr(int64(1024))
-	id, err := e.sys.Jobs().Start(spec)
+	id, err := e.sys.Jobs().Start(bg, spec)
 	require.NoError(t, err)
 	require.Equal(t, "bash-1", id)
 
@@ -88,7 +88,7 @@ func TestWebU02_ABurstOfStartsIsOneRowsFrameAndOutputIsNone(t *testing.T) {
 		if i == 2 {
 			p.Record = rec
 		}
-		_, err := e.sys.Jobs().Start(p.Spec(e.a))
+		_, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
@@ -97,7 +97,7 @@ func TestWebU02_ABurstOfStartsIsOneRowsFrameAndOutputIsNone(t *testing.T) {
 	for i := range 100 {
 		rec.Append(fmt.Sprintf("chunk %d\n", i), job.AppendOptions{Channel: "stdout"})
 	}
-	_, err := e.sys.Jobs().Start(e.prod(t).Spec(e.a))
+	_, err := e.sys.Jobs().Start(bg, e.prod(t).Spec(e.a))
 	require.NoError(t, err)
 	six := rowsOf(t, s.next("rows"))
 	require.Len(t, six.Jobs, 6, "no frame arrived between the five-job and the six-job frames")
@@ -115,16 +115,16 @@ func TestWebU03_UnownedChangesFanOutAndForeignJobsStayHidden(t *testing.T) {
 	}
 	p := e.prod(t)
 	p.Label = "open to every caller"
-	u1, err := e.sys.Jobs().Start(p.Spec(nil))
+	u1, err := e.sys.Jobs().Start(bg, p.Spec(nil))
 	require.NoError(t, err)
 	for session, s := range streams {
 		r := rowsOf(t, s.next("rows"))
 		require.Contains(t, ids(r), u1, session)
 	}
-	b2, err := e.sys.Jobs().Start(e.prod(t).Spec(a2))
+	b2, err := e.sys.Jobs().Start(bg, e.prod(t).Spec(a2))
 	require.NoError(t, err)
 	require.Equal(t, "bash-2", b2)
-	u2, err := e.sys.Jobs().Start(e.prod(t).Spec(nil))
+	u2, err := e.sys.Jobs().Start(bg, e.prod(t).Spec(nil))
 	require.NoError(t, err)
 	streams["s2"].rowsUntil(func(r rowsJSON) bool { return slices.Contains(ids(r), b2) })
 	for _, session := range []string{"s1", ""} {
@@ -137,7 +137,7 @@ func TestWebU25_KillIsRequestedAndTheModelIsToldWhy(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.Label = "sleep 60"
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	resp, body := e.kill(t, "s1", id)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -157,15 +157,15 @@ func TestWebU26_KillOutcomesForFinishedUnknownForeignAndUnownedJobs(t *testing.T
 	e := newEnv(t, envOpts{})
 	a2, _ := e.agent(t, "s2")
 	done := e.prod(t)
-	id1, err := e.sys.Jobs().Start(done.Spec(e.a))
+	id1, err := e.sys.Jobs().Start(bg, done.Spec(e.a))
 	require.NoError(t, err)
 	done.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
 	troupetest.Settled(t, e.sys, id1, "s1")
 	foreign := e.prod(t)
-	id2, err := e.sys.Jobs().Start(foreign.Spec(a2))
+	id2, err := e.sys.Jobs().Start(bg, foreign.Spec(a2))
 	require.NoError(t, err)
 	unowned := e.prod(t)
-	id3, err := e.sys.Jobs().Start(unowned.Spec(nil))
+	id3, err := e.sys.Jobs().Start(bg, unowned.Spec(nil))
 	require.NoError(t, err)
 	require.Equal(t, []string{"bash-1", "bash-2", "bash-3"}, []string{id1, id2, id3})
 
@@ -195,7 +195,7 @@ func TestWebKillCancelFailureIsReportedAsIs(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.CancelErr = fmt.Errorf("cannot signal the process")
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	resp, body := e.kill(t, "s1", id)
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
@@ -209,7 +209,7 @@ func TestWebU28_FollowStreamsTheRecordLossyFromTheOldestRetainedByte(t *testing.
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.Record = job.NewRecord()
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	line := strings.Repeat("x", 1023) + "\n"
 	for range 300 {
@@ -278,7 +278,7 @@ func TestWebU28_FollowStreamsTheRecordLossyFromTheOldestRetainedByte(t *testing.
 		read(o)
 		sawTail = strings.HasSuffix(o.Data, `"text":"tail","channel":"stdout"}],"next":307204}`)
 	}
-	_, err = e.sys.Jobs().Start(e.prod(t).Spec(e.a))
+	_, err = e.sys.Jobs().Start(bg, e.prod(t).Spec(e.a))
 	require.NoError(t, err)
 	for {
 		o := s.raw()
@@ -305,7 +305,7 @@ func TestWebU29_FollowingNeverConsumesTheModelsOutput(t *testing.T) {
 			return "", nil
 		}}, nil
 	}}
-	id, err := e.sys.Jobs().Start(spec)
+	id, err := e.sys.Jobs().Start(bg, spec)
 	require.NoError(t, err)
 	rec.Append("a\nb\n", job.AppendOptions{Channel: "stdout"})
 
@@ -314,7 +314,7 @@ func TestWebU29_FollowingNeverConsumesTheModelsOutput(t *testing.T) {
 	first.next("rows")
 	first.next("opened")
 	require.Contains(t, first.next("output").Data, `"text":"a\nb\n"`)
-	n, err := e.sys.Jobs().Waiters(id)
+	n, err := e.sys.Jobs().Waiters(bg, id)
 	require.NoError(t, err)
 	require.Zero(t, n, "a follow never waits on the job")
 	done <- job.Outcome{Status: job.Completed, Detail: "exit code: 0"}
@@ -342,7 +342,7 @@ func TestWebU30_FollowWithoutARecordAndOfAnUnknownJob(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.Kind, p.Label = "subagent", "explore the repo"
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	s := open(t, e.url("events?session=s1&follow="+id), nil)
 	s.next("hello")
@@ -365,7 +365,7 @@ func TestWebU30_FollowWithoutARecordAndOfAnUnknownJob(t *testing.T) {
 	u.next("rows")
 	pr := u.next("problem")
 	require.Equal(t, `{"scope":"follow","jobId":"bash-9","code":"job/not-found","message":"unknown job bash-9"}`, pr.Data)
-	_, err = e.sys.Jobs().Start(e.prod(t).Spec(e.a))
+	_, err = e.sys.Jobs().Start(bg, e.prod(t).Spec(e.a))
 	require.NoError(t, err)
 	u.rowsUntil(func(r rowsJSON) bool { return len(r.Jobs) == 2 })
 }
@@ -374,7 +374,7 @@ func TestWebU33_AReconnectResumesFromLastEventID(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.Record = job.NewRecord()
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	p.Record.Append("hello\n", job.AppendOptions{Channel: "stdout"})
 	s := open(t, e.url("events?session=s1&follow="+id), nil)
@@ -406,7 +406,7 @@ func TestWebU33_AReconnectResumesFromLastEventID(t *testing.T) {
 
 func mustGet(t *testing.T, e *env, id string) *messages.JobSnapshot {
 	t.Helper()
-	s, err := e.sys.Jobs().Get(id, "s1")
+	s, err := e.sys.Jobs().Get(bg, id, "s1")
 	require.NoError(t, err)
 	return s
 }

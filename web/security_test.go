@@ -50,7 +50,7 @@ func TestWebU39_TheTokenIsRequiredEverywhereAndNeverLogged(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.CancelErr = fmt.Errorf("boom")
-	_, err := e.sys.Jobs().Start(p.Spec(e.a))
+	_, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	lp := e.h.LaunchPath()
 	require.Regexp(t, `^/t/[A-Za-z0-9_-]{43}/$`, lp)
@@ -131,7 +131,7 @@ func TestWebU40_HostIsCheckedFirst(t *testing.T) {
 func TestWebU41_OriginAndFetchMetadataGuardTheAPIAndTheStream(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	u, _ := url.Parse(e.srv.URL)
 	port := u.Port()
@@ -182,7 +182,7 @@ func TestWebU41_OriginAndFetchMetadataGuardTheAPIAndTheStream(t *testing.T) {
 func TestWebU42_TheKillEndpointIsCSRFSafe(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	body := `{"sessionId":"s1","jobId":"` + id + `"}`
 	send := func(method, ctype, b string) *http.Response {
@@ -292,13 +292,13 @@ func TestWebU44_AGrantSeesExactlyItsSessions(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	a2, _ := e.agent(t, "s2")
 	p1 := e.prod(t)
-	j1, err := e.sys.Jobs().Start(p1.Spec(e.a))
+	j1, err := e.sys.Jobs().Start(bg, p1.Spec(e.a))
 	require.NoError(t, err)
 	p2 := e.prod(t)
-	j2, err := e.sys.Jobs().Start(p2.Spec(a2))
+	j2, err := e.sys.Jobs().Start(bg, p2.Spec(a2))
 	require.NoError(t, err)
 	p3 := e.prod(t)
-	j3, err := e.sys.Jobs().Start(p3.Spec(nil))
+	j3, err := e.sys.Jobs().Start(bg, p3.Spec(nil))
 	require.NoError(t, err)
 	require.Equal(t, "bash-3", j3)
 
@@ -349,7 +349,7 @@ func TestWebCloseEndsStreamsWithByeThen503(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	p := e.prod(t)
 	p.Record = job.NewRecord()
-	id, err := e.sys.Jobs().Start(p.Spec(e.a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(e.a))
 	require.NoError(t, err)
 	s := open(t, e.url("events?session=s1&follow="+id), nil)
 	s.next("hello")

@@ -189,7 +189,7 @@ func TestWebSecurityCrossOriginPagesGetNothing(t *testing.T) {
 	out := tb.text("#out")
 	require.NotContains(t, out, "es:rows", "another origin cannot read the stream")
 	require.NotContains(t, out, "cors:200")
-	snap, err := e.sys.Jobs().Get(id, "s1")
+	snap, err := e.sys.Jobs().Get(bg, id, "s1")
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status)
 	require.Empty(t, p.Cancels(), "no cross-origin kill reached the producer")

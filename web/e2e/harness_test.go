@@ -247,7 +247,7 @@ func newEnv(t *testing.T, o opts) *env {
 	e.sys = sys
 	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(bg, sys.Scope())
 	require.NoError(t, err)
 	if o.flush == 0 {
 		o.flush = 50 * time.Millisecond
@@ -285,7 +285,7 @@ func (e *env) agent(t *testing.T, session string) (*owner.Agent, *inbox) {
 	in := &inbox{msgs: make(chan owner.Message, 64)}
 	a, err := e.sys.NewAgent(nil, session, owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(a))
+	require.NoError(t, e.sys.Jobs().RegisterAgent(bg, a))
 	return a, in
 }
 
@@ -296,7 +296,7 @@ func (e *env) start(t *testing.T, a *owner.Agent, kind, label string, rec *job.R
 	p.Kind, p.Label, p.Record = kind, label, rec
 	e.prods = append(e.prods, p)
 	e.now.Store(at)
-	id, err := e.sys.Jobs().Start(p.Spec(a))
+	id, err := e.sys.Jobs().Start(bg, p.Spec(a))
 	require.NoError(t, err)
 	if a != nil {
 		e.owner[id] = a.Session()

@@ -23,7 +23,7 @@ func TestWebU09_RowsAppearLiveWithoutReload(t *testing.T) {
 
 	spec := process.Shell("sleep 45", process.Config{})
 	spec.Owner = e.a
-	id, err := e.sys.Jobs().Start(spec)
+	id, err := e.sys.Jobs().Start(bg, spec)
 	require.NoError(t, err)
 	tb.until(`document.querySelector(` + js(row(id)+` [data-cell=label]`) + `)`)
 	require.Equal(t, "sleep 45", tb.text(row(id)+" [data-cell=label]"))
@@ -31,7 +31,7 @@ func TestWebU09_RowsAppearLiveWithoutReload(t *testing.T) {
 	require.Equal(t, "1 background job running", tb.text("[data-count]"))
 	tb.shot("u09-running-shell-job")
 
-	_, _, err = e.sys.Jobs().Kill(id, "s1", registry.KillOptions{Reason: "e2e"})
+	_, _, err = e.sys.Jobs().Kill(bg, id, "s1", registry.KillOptions{Reason: "e2e"})
 	require.NoError(t, err)
 	tb.until(`document.querySelector(` + js(row(id)+` [data-cell=status]`) + `).textContent === 'signal: SIGTERM; e2e'`)
 	require.Equal(t, "1 background job", tb.text("[data-count]"))
@@ -43,7 +43,7 @@ func TestWebU12_TheFirstPressArms(t *testing.T) {
 	_, run := e.start(t, e.a, "bash", "pnpm run build", nil, T)
 	pb, b := e.start(t, e.a, "bash", "b", nil, T+1)
 	pd, done := e.start(t, e.a, "bash", "done", nil, T+2)
-	_, _, err := e.sys.Jobs().Kill(b, "s1", registry.KillOptions{})
+	_, _, err := e.sys.Jobs().Kill(bg, b, "s1", registry.KillOptions{})
 	require.NoError(t, err)
 	e.settle(t, pd, done, job.Outcome{Status: job.Completed, Detail: "exit code: 0"}, T+3)
 	_ = pb
@@ -142,7 +142,7 @@ func TestWebU17_AFailedKillShowsItsHintFor4000ms(t *testing.T) {
 		tb.advance(1)
 		require.Equal(t, "idle", tb.attr(stop, "data-kill-state"))
 		require.Equal(t, "Stop task pnpm run build", tb.attr(stop, "aria-label"))
-		snap, err := e.sys.Jobs().Get(id, "s1")
+		snap, err := e.sys.Jobs().Get(bg, id, "s1")
 		require.NoError(t, err)
 		require.Equal(t, job.Running, snap.Status)
 	}

@@ -92,14 +92,21 @@ type envOpts struct {
 	children web.ChildLister
 	hosts    []string
 	clock    func() time.Time
+	maxJobs  *int64
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	return newEnvTB(t, o)
+}
+
+func newEnvTB(t testing.TB, o envOpts) *env {
 	t.Helper()
 	sys, _ := troupetest.NewSystem(t, func(c *troupe.Config) {
 		if o.clock != nil {
 			c.Clock = o.clock
 		}
+		c.MaxConcurrentJobsPerOwner = o.maxJobs
 	})
 	e := &env{sys: sys, logs: &logBuf{}}
 	var err error

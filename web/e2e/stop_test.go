@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/producers/process"
+	"github.com/troupe-rt/troupe/web"
 )
 
 func TestWebU09_RowsAppearLiveWithoutReload(t *testing.T) {
@@ -217,4 +218,46 @@ func TestWebU23_KeyboardEnterSpaceAndEscape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_ = ctx
+}
+
+func TestWebFocusMovesWhenTheStopButtonGoes(t *testing.T) {
+	e := newEnv(t, opts{})
+	_, one := e.start(t, e.a, "bash", "pnpm run build", nil, T)
+	_, two := e.start(t, e.a, "bash", "pnpm run watch", nil, T+1)
+	tb := e.open(t, "session=s1&clock=manual")
+	tb.live(one, two)
+	stop1 := row(one) + ` button[data-kill-state]`
+	eval[any](tb, `document.querySelector(`+js(stop1)+`).focus(), 0`)
+	_, _, err := e.sys.Jobs().Kill(bg, one, "s1", registry.KillOptions{Reason: "model"})
+	require.NoError(t, err)
+	tb.until(`document.querySelector(` + js(row(one)) + `).getAttribute('data-status') === 'stopping'`)
+	require.True(t, eval[bool](tb, `document.activeElement === document.querySelector(`+js(row(one)+" button.toggle")+`)`),
+		"focus moves to the row's toggle when its stop button goes")
+
+	// A removed row: focus moves to the list.
+	stop2 := row(two) + ` button[data-kill-state]`
+	eval[any](tb, `document.querySelector(`+js(stop2)+`).focus(), 0`)
+	eval[any](tb, `window.troupeTest.inject('rows', {session: 's1', jobs: [{id: `+js(one)+`, kind: 'bash', label: 'pnpm run build', status: 'stopping', startedAt: 1}]}), 0`)
+	require.True(t, eval[bool](tb, `document.activeElement === document.querySelector('ul[aria-label="Background jobs"]')`),
+		"focus moves to the list when the row is removed")
+}
+
+func TestWebSwitchingSessionReopensTheChannel(t *testing.T) {
+	e := newEnv(t, opts{})
+	a2, _ := e.agent(t, "s2")
+	_, mine := e.start(t, e.a, "bash", "mine", nil, T)
+	_, theirs := e.start(t, a2, "bash", "theirs", nil, T+1)
+	tb := e.open(t, "session=s1&clock=manual")
+	tb.live(mine)
+	require.Equal(t, []string{"main", "s2", "Unowned jobs"}, tb.texts(`select[aria-label=Session] option`))
+	stop := row(mine) + ` button[data-kill-state]`
+	tb.click(stop)
+	require.Equal(t, "armed", tb.attr(stop, "data-kill-state"))
+	eval[any](tb, `(function(){var s=document.querySelector('select[aria-label=Session]');s.value='s2';s.dispatchEvent(new Event('change'));})(), 0`)
+	tb.until(`document.querySelector(` + js(row(theirs)) + `)`)
+	require.Zero(t, tb.count(row(mine)), "another session's job never appears")
+	require.Equal(t, "idle", tb.attr(row(theirs)+` button[data-kill-state]`, "data-kill-state"))
+	require.Contains(t, eval[string](tb, `location.hash`), "session=s2")
+	require.NotContains(t, eval[[]string](tb, `window.troupeTest.timers()`), "confirm", "the switch cleared the armed phase")
+	untilGo(t, "one roster", func() bool { return e.h.Streams() == web.StreamCounts{Rosters: 1} })
 }

@@ -62,7 +62,8 @@ func cpuTime() time.Duration {
 // line; every tenth tick one lifecycle change (a job starts and settles). It
 // reports server CPU per wall second (the whole process: system, handler and the
 // 100 readers), rows bytes per roster change per viewer, rows frames per change
-// per viewer and output frames per follow per second. The baseline sub-benchmark
+// per viewer, bytes per rows frame (a whole set: what one roster change costs a
+// viewer that is keeping up) and output frames per follow per second. The baseline sub-benchmark
 // runs the same ticks with no viewer.
 func BenchmarkWebFollow100Roster1000(b *testing.B) {
 	for _, viewers := range []int{0, 100} {
@@ -153,6 +154,9 @@ func benchFollow(b *testing.B, viewers int) {
 		}
 		b.ReportMetric(float64(bytes)/float64(changes)/float64(viewers), "rows-B/change/viewer")
 		b.ReportMetric(float64(frames)/float64(changes)/float64(viewers), "rows-frames/change/viewer")
+		if frames > 0 {
+			b.ReportMetric(float64(bytes)/float64(frames), "rows-B/frame")
+		}
 		b.ReportMetric(float64(outs)/float64(viewers)/wall.Seconds(), "output-frames/follow/s")
 	}
 	cancel()

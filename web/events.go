@@ -242,7 +242,6 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request, g *grant) {
 			}
 			c.listChildren()
 			c.roster(f)
-			c.tree()
 		case f, ok := <-followFrames:
 			if !ok {
 				endFollow()
@@ -434,8 +433,9 @@ func (c *conn) followFrame(f *messages.JobFollowFrame) int {
 	return 0
 }
 
-// tree sends the supervision tree when it changed: every node but the jobs (which
-// the list shows), each registry node counting its live jobs.
+// tree sends the supervision tree when it changed (polled once per pollEvery; the
+// inspector's Stats tell whether it moved before a snapshot is taken): every node
+// but the jobs (which the list shows), each registry node counting its live jobs.
 func (c *conn) tree() {
 	tr := c.h.sys.Tree()
 	if tr == nil {
@@ -443,6 +443,9 @@ func (c *conn) tree() {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, pollEvery)
 	defer cancel()
+	if st, err := tr.Stats(ctx); err != nil || (c.treeSent && st.Applied == c.treeSeq) {
+		return
+	}
 	snap, err := tr.Snapshot(ctx)
 	if err != nil || (c.treeSent && snap.Seq == c.treeSeq) {
 		return

@@ -6,6 +6,7 @@
 //	go run ./cmd/demo --scenario crash  # one scenario
 //	go run ./cmd/demo --json            # the event stream: one JSON object per line
 //	go run ./cmd/demo --data DIR        # where the sessions file (bbolt) goes
+//	go run ./cmd/demo --web             # a live system and its task list, until Ctrl-C
 //
 // Exit status: 0 when every promise held, 1 when one broke or a scenario could not
 // finish, 2 on bad usage (an unknown scenario, a --data that is not a directory),
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the event stream, one JSON object per line, instead of the timeline")
 	data := fs.String("data", defaultDataDir(), "keep the sessions file in `DIR`")
 	showTree := fs.Bool("lifecycle", false, "also print the supervision tree's lifecycle events in the timeline (--json always has them)")
+	asWeb := fs.Bool("web", false, "run a live system and serve its task list (a loopback URL with a token) until Ctrl-C")
+	webAddr := fs.String("web-addr", "127.0.0.1:0", "with --web, listen on `ADDR` (loopback only)")
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -86,6 +89,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 1
+	}
+	if *asWeb {
+		return runWeb(ctx, *webAddr, path, stdout, stderr)
 	}
 	color := false
 	if f, ok := stdout.(*os.File); ok {

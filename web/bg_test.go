@@ -1,0 +1,6 @@
+package web_test
+
+import "context"
+
+// bg is the context of calls that the test bounds otherwise.
+var bg = context.Background()

@@ -35,7 +35,9 @@ type Resolved struct {
 
 const maxSafeInteger = 1<<53 - 1
 
-func invalid(msg string) error { return messages.Errorf(messages.CodeInvalidConfig, "tool-workflow: %s", msg) }
+func invalid(msg string) error {
+	return messages.Errorf(messages.CodeInvalidConfig, "tool-workflow: %s", msg)
+}
 
 // Resolve validates c (code config/invalid) and fills in the defaults.
 func (c Config) Resolve() (Resolved, error) {

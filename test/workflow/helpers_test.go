@@ -193,6 +193,7 @@ const (
 	auto stubMode = iota
 	manual
 )
+
 type stub struct {
 	name string
 	caps subagent.Capabilities

@@ -132,11 +132,11 @@ func TestWorkflowW54_BadCallsStartNothing(t *testing.T) {
 		`{}`:                     "Error: invalid script: expected a string",
 		`{"script":7,"meta":{}}`: "Error: invalid script: expected a string",
 		`{"script":"return 1"}`:  "Error: invalid meta: expected a JSON object",
-		`{"script":"return 1","meta":{"name":"a","description":"d"},"args":[1]}`:   "Error: invalid args: expected a JSON object",
-		`{"script":"return 1","meta":{"name":"a","description":"d"},"args":null}`:  "Error: invalid args: expected a JSON object",
-		`{"script":"return 1","meta":{"name":"a","description":"d"},"x":1}`:        "",
+		`{"script":"return 1","meta":{"name":"a","description":"d"},"args":[1]}`:  "Error: invalid args: expected a JSON object",
+		`{"script":"return 1","meta":{"name":"a","description":"d"},"args":null}`: "Error: invalid args: expected a JSON object",
+		`{"script":"return 1","meta":{"name":"a","description":"d"},"x":1}`:       "",
 		`{"script":"return 1","meta":{"name":"a","description":"d"}}}`:            "",
-		`{"script":"return 1","meta":null}`:                                        "Error: invalid meta: expected a JSON object",
+		`{"script":"return 1","meta":null}`:                                       "Error: invalid meta: expected a JSON object",
 		`{"script":"return 1","meta":{"name":"a","description":"d"},"args":"[]"}`: "Error: invalid args: expected a JSON object",
 	} {
 		text := resultText(t, e.call(testCtx(t), tool, args), true)

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -335,3 +336,21 @@ func TestSpec183_AMaxTokensChildGivesNullAndTheRunCompletes(t *testing.T) {
 }
 
 var _ = jobtools.NameList
+
+// A foreground job-mode run that settles before the tool's wait could reach the
+// job is still claimed by that wait: no completion notice, ever (the outcome is
+// held until the wait is pending). Without the hold this sent notices (the demo
+// caught it).
+func TestForegroundJobRunThatEndsAtOnceSendsNoNotice(t *testing.T) {
+	e := newEnv(t)
+	tool := e.mount(workflowtool.Config{}, true).Tool()
+	for i := range 30 {
+		res := e.call(testCtx(t), tool, toolArgs("return 1", auditMeta))
+		require.Equal(t, "workflow \"audit\" completed (0 agents).\nReturn value:\n1", resultText(t, res, false))
+		id := "workflow-" + strconv.Itoa(i+1)
+		snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), id, "A")
+		require.NoError(t, err)
+		require.True(t, snap.GetReported(), "%s: the foreground wait claimed the report", id)
+	}
+	e.noNotice()
+}

@@ -128,8 +128,9 @@ func (m *Mount) foreground(ctx context.Context, rs *runState, p *workflow.Prepar
 
 // startJob registers the run as a job of kind workflow owned by the caller (§5.5)
 // and launches it inside the registry's start. done carries the collected run
-// once it is disposed (before the job's outcome is sent).
-func (m *Mount) startJob(rs *runState, p *workflow.Prepared) (id string, done <-chan settled, err error) {
+// once it is disposed; the job's outcome is sent after that and, when gate is
+// not nil, only once gate is closed.
+func (m *Mount) startJob(rs *runState, p *workflow.Prepared, gate <-chan struct{}) (id string, done <-chan settled, err error) {
 	rec := job.NewRecord()
 	rs.record = rec
 	out := make(chan settled, 1)
@@ -143,6 +144,9 @@ func (m *Mount) startJob(rs *runState, p *workflow.Prepared) (id string, done <-
 			go func() {
 				s := rs.collect(run)
 				out <- s
+				if gate != nil {
+					<-gate
+				}
 				outcome <- m.outcome(rs, s)
 			}()
 			return job.Hooks{Cancel: func(reason string) error { run.Cancel(reason); return nil }, Done: outcome}, nil
@@ -165,7 +169,8 @@ func (m *Mount) outcome(rs *runState, s settled) job.Outcome {
 // claims the job at settlement, so no completion notice is sent; the tool's ctx
 // ending kills the job ("parent step aborted").
 func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Prepared) tools.Result {
-	id, done, err := m.startJob(rs, p)
+	gate := make(chan struct{})
+	id, done, err := m.startJob(rs, p, gate)
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -176,14 +181,35 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 	defer stop()
 	// A Wait that fails (a disposed registry) or returns early leaves the run to
 	// its own settlement: done is sent once the run is disposed.
-	_, _ = jobs.Wait(context.WithoutCancel(ctx), id, maxWait, rs.session)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = jobs.Wait(context.WithoutCancel(ctx), id, maxWait, rs.session)
+	}()
+	// The outcome is held until the wait is pending, so the wait is there at
+	// settlement on every path and claims the report: a run that ends before the
+	// wait reached the job would otherwise send a completion notice. Each Waiters
+	// call is a round trip ordered after every wait already routed to the job.
+	for n := 0; n == 0; {
+		select {
+		case <-waited:
+			n = 1
+		default:
+			var err error
+			if n, err = jobs.Waiters(id); err != nil {
+				n = 1
+			}
+		}
+	}
+	close(gate)
+	<-waited
 	return m.render(rs, <-done)
 }
 
 // background registers the job and returns at once (§5.6); the run belongs to
 // the job and the ordinary notice rules apply.
 func (m *Mount) background(rs *runState, p *workflow.Prepared) tools.Result {
-	id, _, err := m.startJob(rs, p)
+	id, _, err := m.startJob(rs, p, nil)
 	if err != nil {
 		return tools.ErrorResult(err)
 	}

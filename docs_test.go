@@ -118,36 +118,13 @@ func citations(t *testing.T, root string) (sections, rules, cases []citation) {
 	return sections, rules, cases
 }
 
-// workflowFile reports whether a file belongs to the workflow engine, its tool or
-// their suite: its § citations cite docs/WORKFLOW.md, not SPEC.
-func workflowFile(path string) bool {
-	path = filepath.ToSlash(path)
-	for _, dir := range []string{"workflow/", "tools/workflowtool/", "test/workflow/"} {
-		if strings.HasPrefix(path, dir) {
-			return true
-		}
-	}
-	return false
-}
-
 // unresolved lists the citations under root that spec cannot resolve, sorted.
 func unresolved(t *testing.T, spec contract, root string) []string {
 	t.Helper()
 	sections, rules, cases := citations(t, root)
 	require.NotEmpty(t, sections, "no SPEC section cited under %s: is the scan broken?", root)
 	missing := []string{}
-	var wf *contract // docs/WORKFLOW.md, read when a workflow package cites a section
 	for _, c := range sections {
-		if workflowFile(c.where) {
-			if wf == nil {
-				w := readContract(t, filepath.Join("docs", "WORKFLOW.md"))
-				wf = &w
-			}
-			if !wf.sections[c.what] {
-				missing = append(missing, c.where+": §"+c.what+" (no such heading in docs/WORKFLOW.md)")
-			}
-			continue
-		}
 		if !spec.sections[c.what] {
 			missing = append(missing, c.where+": §"+c.what+" (no such heading)")
 		}

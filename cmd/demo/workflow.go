@@ -18,7 +18,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// KindWorkflow is a workflow run's event (WORKFLOW.md §4): who: the parent
+// KindWorkflow is a workflow run's event (WORKFLOW.md 4): who: the parent
 // session; job: the run's job; status: start | phase | log | agent-start |
 // agent-end | end; child: the agent call's label; detail: its outcome (agent-end)
 // or the run's stop reason (end); text: a phase title, a log message or an error.
@@ -80,7 +80,7 @@ func scenarioWorkflow(st *stage) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err := sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		return err
 	}
 	ctl, err := sys.StartController(controller.Config{})
@@ -120,7 +120,7 @@ func scenarioWorkflow(st *stage) error {
 	call := func(args map[string]any) (string, bool) {
 		raw, _ := json.Marshal(args)
 		res := jobs.Pipeline().Run(context.Background(), tool.Tool(),
-			tools.Call{ID: "wf", Name: tool.Tool().Name, Args: raw, Session: lead.Session(), Agent: lead})
+			tools.Call{ID: "wf", Name: tool.Tool().Name, Args: raw, Caller: tools.AsAgent(lead)})
 		text, _ := res.SingleText()
 		ev := Event{Kind: KindTool, Who: lead.Session(), Status: tool.Tool().Name, Text: text}
 		if res.IsError {
@@ -295,7 +295,7 @@ func (w *workflowWatch) outcomes(run string) string {
 // jobOf finds the foreground run's job: the caller's one running workflow job
 // (its id is in no tool result until the run ends).
 func (w *workflowWatch) jobOf(jobs *registry.Client, session string) (string, error) {
-	snaps, err := jobs.List(session)
+	snaps, err := jobs.List(context.Background(), session)
 	if err != nil {
 		return "", err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every case of docs/WORKFLOW.md §6.9 (the tool) is a TestWorkflowWNN_ test in
+// Every case of docs/WORKFLOW.md 6.9 (the tool) is a TestWorkflowWNN_ test in
 // this package, and every TestWorkflowWNN_ test anywhere names a case the
 // contract lists.
 func TestWorkflowContractCasesAreTests(t *testing.T) {
@@ -24,7 +24,7 @@ func TestWorkflowContractCasesAreTests(t *testing.T) {
 	}
 	i := strings.Index(text, "### 6.9 The tool")
 	j := strings.Index(text, "## 7.")
-	require.True(t, i > 0 && j > i, "docs/WORKFLOW.md has §6.9 and §7")
+	require.True(t, i > 0 && j > i, "docs/WORKFLOW.md has WORKFLOW.md 6.9 and WORKFLOW.md 7")
 	var tool []string
 	for _, m := range caseRe.FindAllStringSubmatch(text[i:j], -1) {
 		tool = append(tool, m[1])
@@ -48,6 +48,6 @@ func TestWorkflowContractCasesAreTests(t *testing.T) {
 		}
 	}
 	for _, n := range tool {
-		require.True(t, here[n], "§6.9's W%s has no TestWorkflowW%s_ test in test/workflow", n, n)
+		require.True(t, here[n], "WORKFLOW.md 6.9's W%s has no TestWorkflowW%s_ test in test/workflow", n, n)
 	}
 }

@@ -44,7 +44,7 @@ func (i *inbox) Inject(m owner.Message) error   { i.msgs <- m; return nil }
 func (i *inbox) Steer(m owner.Message) error    { i.msgs <- m; return nil }
 func (i *inbox) Followup(m owner.Message) error { i.msgs <- m; return nil }
 
-// env is one test's system (WORKFLOW.md §6.0 fixtures): the agent registry, a
+// env is one test's system (WORKFLOW.md 6.0 fixtures): the agent registry, a
 // subagent runtime with the stub provider, an engine (provider stub,
 // MaxConcurrentAgents 8 unless changed), the job tools and the job controller,
 // agent A (registered, with a recording surface) in a plugin scope, and a global
@@ -68,7 +68,7 @@ type env struct {
 func newEnv(t *testing.T, mutate ...func(*workflow.Config)) *env {
 	t.Helper()
 	sys, logs := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func newEnv(t *testing.T, mutate ...func(*workflow.Config)) *env {
 	in := newInbox()
 	parent, err := sys.NewAgent(sc, "A", owner.Options{Surface: in})
 	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(parent))
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
 	e := &env{t: t, sys: sys, logs: logs, rt: rt, eng: eng, stub: st, sc: sc, jobs: jobs, ctl: ctl, parent: parent, inbox: in, events: newRecorder()}
 	_, err = eng.Listen(sys.Scope(), e.events.hear)
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func toolArgs(script, meta string, extra ...string) string {
 func (e *env) call(ctx context.Context, tool tools.Tool, args string) tools.Result {
 	e.calls++
 	call := tools.Call{ID: "call-" + strconv.Itoa(e.calls), Name: tool.Name, Args: json.RawMessage(args),
-		Session: e.parent.Session(), Agent: e.parent}
+		Caller: tools.AsAgent(e.parent)}
 	return e.jobs.Pipeline().Run(ctx, tool, call)
 }
 
@@ -137,7 +137,7 @@ func (e *env) callAsync(ctx context.Context, tool tools.Tool, args string) <-cha
 	out := make(chan tools.Result, 1)
 	e.calls++
 	call := tools.Call{ID: "call-" + strconv.Itoa(e.calls), Name: tool.Name, Args: json.RawMessage(args),
-		Session: e.parent.Session(), Agent: e.parent}
+		Caller: tools.AsAgent(e.parent)}
 	go func() { out <- e.jobs.Pipeline().Run(ctx, tool, call) }()
 	return out
 }
@@ -185,7 +185,7 @@ func (e *env) request(script string) workflow.Request {
 	return workflow.Request{Script: script, Meta: json.RawMessage(testMeta), Parent: e.parent}
 }
 
-// ---- the stub provider (WORKFLOW.md §6.0) ----
+// ---- the stub provider (WORKFLOW.md 6.0) ----
 
 type stubMode int
 

@@ -70,7 +70,7 @@ type raceWorld struct {
 
 func newRaceWorld(t *testing.T) *raceWorld {
 	sys, logs := troupetest.NewSystem(t)
-	_, err := sys.Jobs().MountAgents(sys.Scope())
+	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 	defer func() { _ = lis.Run(context.Background()) }()
 	agent, err := w.sys.NewAgent(w.plugins, "A-"+name, owner.Options{Surface: newInbox()})
 	require.NoError(t, err)
-	require.NoError(t, w.sys.Jobs().RegisterAgent(agent))
+	require.NoError(t, w.sys.Jobs().RegisterAgent(context.Background(), agent))
 	defer func() { _ = agent.Dispose(context.Background()) }()
 	m, err := workflowtool.MountIn(sc, workflowtool.Config{}, workflowtool.Deps{Engine: eng, Jobs: w.sys.Jobs()})
 	require.NoError(t, err)
@@ -162,12 +162,12 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 	out := make(chan tools.Result, 1)
 	go func() {
 		out <- w.jobs.Pipeline().Run(ctx, tool, tools.Call{ID: name, Name: tool.Name, Args: json.RawMessage(toolArgs(script, testMeta)),
-			Session: agent.Session(), Agent: agent})
+			Caller: tools.AsAgent(agent)})
 	}()
 
 	// the job id: registered before the first child starts
 	st.await(t, "the first child start", func() bool { return len(st.runs()) > 0 })
-	snaps, err := w.sys.Jobs().List(agent.Session())
+	snaps, err := w.sys.Jobs().List(context.Background(), agent.Session())
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
 	jobID := snaps[0].GetId()

@@ -1,6 +1,6 @@
 package workflow_test
 
-// The texts of WORKFLOW.md §5.2, byte for byte (extracted from the contract, not
+// The texts of WORKFLOW.md 5.2, byte for byte (extracted from the contract, not
 // from the tool's source).
 const (
 	wantPrompt             = "Use the <ToolName> tool ONLY when the user explicitly asks for a workflow or for large multi-agent orchestration: you write a JavaScript script (the tool description documents the exact format) that fans work out across many subagents with phases and structured results. For one or two delegations, prefer plain subagent calls."

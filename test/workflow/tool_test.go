@@ -154,13 +154,13 @@ func TestWorkflowW54_BadCallsStartNothing(t *testing.T) {
 	// (e) job mode, no controller serves the agent (an agent outside the plugin scope)
 	b, err := e.sys.NewAgent(nil, "B", ownerOptions())
 	require.NoError(t, err)
-	require.NoError(t, e.sys.Jobs().RegisterAgent(b))
-	res = jobTool.Execute(testCtx(t), tools.Call{ID: "y", Name: jobTool.Name, Args: json.RawMessage(ok), Session: "B", Agent: b})
+	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), b))
+	res = jobTool.Execute(testCtx(t), tools.Call{ID: "y", Name: jobTool.Name, Args: json.RawMessage(ok), Caller: tools.AsAgent(b)})
 	require.True(t, strings.HasPrefix(resultText(t, res, true), "Error: background jobs unavailable: no job controller serves this agent"), res.Content)
 
 	require.Empty(t, e.events.all(), "no workflow/start")
 	require.Empty(t, e.stub.runs(), "no stub start")
-	jobs, err := e.sys.Jobs().List("B")
+	jobs, err := e.sys.Jobs().List(context.Background(), "B")
 	require.NoError(t, err)
 	require.Empty(t, jobs, "no job registered")
 }
@@ -184,7 +184,7 @@ func TestWorkflowW55_ToolCtxCancelCancelsAndDisposesTheRun(t *testing.T) {
 
 func (e *env) recordText(id string) string {
 	e.t.Helper()
-	rec, _, err := e.sys.Jobs().Record(id, e.parent.Session())
+	rec, _, err := e.sys.Jobs().Record(context.Background(), id, e.parent.Session())
 	require.NoError(e.t, err)
 	require.NotNil(e.t, rec)
 	chunks, _, _, err := rec.Read(0)
@@ -204,7 +204,7 @@ func TestWorkflowW56_RunIsAJobOfKindWorkflow(t *testing.T) {
 	r := e.stub.awaitStarts(t, 1)[0]
 	list := e.call(testCtx(t), e.jobs.List(), `{}`)
 	require.Equal(t, "workflow-1 [workflow] running — audit", resultText(t, list, false))
-	snap, err := e.sys.Jobs().Get("workflow-1", "A")
+	snap, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
 	require.NoError(t, err)
 	require.Equal(t, "A", snap.GetOwnerSession())
 	e.stub.finish(t, r, text("ok"), nil)

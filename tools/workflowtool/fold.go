@@ -2,7 +2,7 @@ package workflowtool
 
 import "strconv"
 
-// Statuses of a run or member view (WORKFLOW.md §5.8).
+// Statuses of a run or member view (WORKFLOW.md 5.8).
 const (
 	StatusRunning     = "running"
 	StatusCompleted   = "completed"

@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// Config is the tool's config (WORKFLOW.md §5.1). Fields are presence-tracked:
+// Config is the tool's config (WORKFLOW.md 5.1). Fields are presence-tracked:
 // nil means the default.
 type Config struct {
 	// ToolName is the model-facing name; nil means "workflow". Non-empty.
@@ -21,7 +21,7 @@ type Config struct {
 	// MaxResultChars bounds the rendered return value in UTF-16 units; nil means
 	// 50000. At least 1.
 	MaxResultChars *int64
-	// EnableRunInBackground offers run_in_background (troupe's extension, §5.6);
+	// EnableRunInBackground offers run_in_background (troupe's extension, WORKFLOW.md 5.6);
 	// nil means false.
 	EnableRunInBackground *bool
 }
@@ -63,14 +63,14 @@ func (c Config) Resolve() (Resolved, error) {
 // Validate checks every present value.
 func (c Config) Validate() error { _, err := c.Resolve(); return err }
 
-// Deps are what the tool runs on (WORKFLOW.md §5.1).
+// Deps are what the tool runs on (WORKFLOW.md 5.1).
 type Deps struct {
 	// Engine runs the scripts; required.
 	Engine *workflow.Engine
 	// Jobs makes every run a job of kind workflow owned by the calling agent
-	// (§5.5); nil: runs are not jobs and background calls fail.
+	// (WORKFLOW.md 5.5); nil: runs are not jobs and background calls fail.
 	Jobs *registry.Client
-	// Records receives each run's durable records (§5.7); nil: none.
+	// Records receives each run's durable records (WORKFLOW.md 5.7); nil: none.
 	Records RecordSink
 	// ParentOf describes the calling agent for its children's requests (depth,
 	// history); nil (or an empty Session) means the call's session at depth 0.
@@ -123,7 +123,7 @@ func MountIn(sc *scope.Scope, cfg Config, deps Deps) (*Mount, error) {
 // Config returns the resolved config.
 func (m *Mount) Config() Resolved { return m.cfg }
 
-// Tool returns the tool's definition (§5.2), whether or not the mount is live.
+// Tool returns the tool's definition (WORKFLOW.md 5.2), whether or not the mount is live.
 func (m *Mount) Tool() tools.Tool {
 	return tools.Tool{Name: m.cfg.ToolName, Description: description(m.cfg.EnableRunInBackground),
 		Parameters: parameters(m.cfg.EnableRunInBackground), Execute: m.execute}
@@ -137,7 +137,7 @@ func (m *Mount) Tools() []tools.Tool {
 	return []tools.Tool{m.Tool()}
 }
 
-// PromptSection returns the system-prompt section: `tool:<ToolName>` and §5.2's text.
+// PromptSection returns the system-prompt section: `tool:<ToolName>` and WORKFLOW.md 5.2's text.
 func (m *Mount) PromptSection() (name, text string) {
 	return "tool:" + m.cfg.ToolName, promptText(m.cfg.ToolName)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/troupe-rt/troupe/workflow"
 )
 
-// The durable record types (WORKFLOW.md §5.7).
+// The durable record types (WORKFLOW.md 5.7).
 const (
 	RecordRunStart   = "tool-workflow/run-start"
 	RecordAgentStart = "tool-workflow/agent-start"
@@ -132,7 +132,7 @@ func safeAppend(sink RecordSink, session string, rec Record) (err error) {
 	return sink.Append(session, rec)
 }
 
-// CheckRecords is DSH's invariant over one session's records (§5.7): it returns
+// CheckRecords is DSH's invariant over one session's records (WORKFLOW.md 5.7): it returns
 // the first violation. A missing tail (no member end, no run end) is valid.
 func CheckRecords(recs []Record) error {
 	type run struct {

@@ -21,7 +21,7 @@ type BackgroundValue struct {
 	JobID string `json:"jobId"`
 }
 
-// RenderSuccess is a completed run's text (WORKFLOW.md §5.4): the headline, then
+// RenderSuccess is a completed run's text (WORKFLOW.md 5.4): the headline, then
 // the value as JSON.stringify(value, null, 2), cut to maxChars UTF-16 units (one
 // fewer when the cut would split a surrogate pair) with a truncation marker.
 func RenderSuccess(name string, agentsStarted int, value json.RawMessage, maxChars int) string {

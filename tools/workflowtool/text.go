@@ -12,7 +12,7 @@ const DefaultToolName = "workflow"
 // DefaultMaxResultChars bounds the rendered return value (UTF-16 units).
 const DefaultMaxResultChars = 50000
 
-// Texts the model reads (WORKFLOW.md §5.3–§5.6), verbatim.
+// Texts the model reads (WORKFLOW.md 5.3–5.6), verbatim.
 const (
 	TextAborted            = "tool call aborted before dispatch"
 	TextNoAgent            = "workflow tool requires a calling agent (exec.agent was undefined)"

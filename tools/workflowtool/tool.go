@@ -39,7 +39,7 @@ func isObject(raw json.RawMessage) bool {
 
 func errText(s string) tools.Result { return tools.ErrorResult(errors.New(s)) }
 
-// execute is WORKFLOW.md §5.3: checks, Prepare, then a foreground run (directly or
+// execute is WORKFLOW.md 5.3: checks, Prepare, then a foreground run (directly or
 // as a job) or a background job. Every path disposes the run it launched.
 func (m *Mount) execute(ctx context.Context, call tools.Call) tools.Result {
 	if ctx.Err() != nil {
@@ -66,14 +66,15 @@ func (m *Mount) execute(ctx context.Context, call tools.Call) tools.Result {
 	if background && !m.cfg.EnableRunInBackground {
 		return errText(TextBackgroundDisabled)
 	}
-	if call.Agent == nil {
+	if call.Caller.Agent() == nil {
 		return errText(TextNoAgent)
 	}
 	if background && m.deps.Jobs == nil {
 		return errText(TextNoJobs)
 	}
-	rs := &runState{m: m, session: call.Agent.Session(), owner: call.Agent}
-	req := workflow.Request{Script: script, Meta: a.Meta, Args: a.Args, Parent: call.Agent, Observe: rs.observe}
+	caller := call.Caller.Agent()
+	rs := &runState{m: m, session: caller.Session(), owner: caller}
+	req := workflow.Request{Script: script, Meta: a.Meta, Args: a.Args, Parent: caller, Observe: rs.observe}
 	if m.deps.ParentOf != nil {
 		req.ParentInfo = m.deps.ParentOf(call)
 	}
@@ -126,7 +127,7 @@ func (m *Mount) foreground(ctx context.Context, rs *runState, p *workflow.Prepar
 	return m.render(rs, rs.collect(run))
 }
 
-// startJob registers the run as a job of kind workflow owned by the caller (§5.5)
+// startJob registers the run as a job of kind workflow owned by the caller (WORKFLOW.md 5.5)
 // and launches it inside the registry's start. done carries the collected run
 // once it is disposed; the job's outcome is sent after that and, when gate is
 // not nil, only once gate is closed.
@@ -134,7 +135,9 @@ func (m *Mount) startJob(rs *runState, p *workflow.Prepared, gate <-chan struct{
 	rec := job.NewRecord()
 	rs.record = rec
 	out := make(chan settled, 1)
-	id, err = m.deps.Jobs.Start(job.Spec{Kind: JobKind, Label: rs.name, Owner: rs.owner, Record: rec,
+	// Start is prompt (its Run only launches); it is not cut short by the
+	// tool's ctx, which could leave a registered job whose id nobody knows.
+	id, err = m.deps.Jobs.Start(context.Background(), job.Spec{Kind: JobKind, Label: rs.name, Owner: rs.owner, Record: rec,
 		Run: func() (job.Hooks, error) {
 			run, err := p.Launch(context.Background())
 			if err != nil {
@@ -176,7 +179,7 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 	}
 	jobs := m.deps.Jobs
 	stop := context.AfterFunc(ctx, func() {
-		_, _, _ = jobs.Kill(id, rs.session, registry.KillOptions{Reason: ReasonParentAborted})
+		_, _, _ = jobs.Kill(context.Background(), id, rs.session, registry.KillOptions{Reason: ReasonParentAborted})
 	})
 	defer stop()
 	// A Wait that fails (a disposed registry) or returns early leaves the run to
@@ -196,7 +199,7 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 			n = 1
 		default:
 			var err error
-			if n, err = jobs.Waiters(id); err != nil {
+			if n, err = jobs.Waiters(context.Background(), id); err != nil {
 				n = 1
 			}
 		}
@@ -206,7 +209,7 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 	return m.render(rs, <-done)
 }
 
-// background registers the job and returns at once (§5.6); the run belongs to
+// background registers the job and returns at once (WORKFLOW.md 5.6); the run belongs to
 // the job and the ordinary notice rules apply.
 func (m *Mount) background(rs *runState, p *workflow.Prepared) tools.Result {
 	id, _, err := m.startJob(rs, p, nil)

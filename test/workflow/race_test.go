@@ -253,6 +253,18 @@ loop:
 
 	// ---- the oracle ----
 	runs := st.runs()
+	// A provider call that outlasted the grace is disposed when it returns, maybe
+	// after the run's Dispose (WORKFLOW.md 3.8: abandoned, as the seam allows):
+	// every child must still be disposed, exactly once, soon after.
+	st.await(t, "every child's disposal", func() bool {
+		for _, r := range st.runs() {
+			if st.disposes(r) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	runs = st.runs()
 	for _, r := range runs {
 		select {
 		case <-r.run.Done():

@@ -354,3 +354,21 @@ func TestForegroundJobRunThatEndsAtOnceSendsNoNotice(t *testing.T) {
 	}
 	e.noNotice()
 }
+
+// WORKFLOW.md 5.5: owner teardown reaches the run with its reason, and the
+// foreground call still returns (errored, the run disposed).
+func TestWorkflowJobOwnerTeardownCancelsTheRun(t *testing.T) {
+	e := newEnv(t)
+	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	tool := e.mount(workflowtool.Config{}, true).Tool()
+	out := e.callAsync(testCtx(t), tool, toolArgs("return await agent('p')", auditMeta))
+	r := e.stub.awaitStarts(t, 1)[0]
+	require.NoError(t, e.parent.Dispose(testCtx(t)))
+	res := recv(t, out)
+	require.Equal(t, "Error: workflow run was cancelled (workflow run cancelled: owner disposed)", resultText(t, res, true))
+	require.Equal(t, "owner disposed", context.Cause(r.ctx).Error())
+	require.Equal(t, 1, e.stub.disposes(r))
+	// the owner's jobs go with it (its records are deleted at teardown)
+	_, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
+	require.Error(t, err)
+}

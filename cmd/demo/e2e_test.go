@@ -75,7 +75,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	t.Run("unknown scenario", func(t *testing.T) {
 		stdout, stderr, code := runDemo(t, bin, nil, "--scenario", "nosuch", "--data", t.TempDir())
 		require.Equal(t, 2, code, "stderr:\n%s", stderr)
-		require.Contains(t, stderr, `unknown scenario "nosuch" (the scenarios: jobs, notices, subagents, crash)`)
+		require.Contains(t, stderr, `unknown scenario "nosuch" (the scenarios: jobs, notices, subagents, crash, workflow)`)
 		require.Empty(t, stdout)
 	})
 
@@ -208,6 +208,38 @@ var streamChecks = []struct {
 	{"restart", checkResumeAfterRestart},
 	{"histories", checkAllHistories},
 	{"lifecycle", checkLifecycle},
+	{"workflow", checkWorkflow},
+}
+
+// checkWorkflow: in the workflow scenario, every agent-start has its agent-end;
+// legacy.go's child failed and huge.go's was cancelled (every other completed);
+// the foreground run completed and the background one was cancelled; the model
+// was told of the human's kill of the workflow job.
+func checkWorkflow(t require.TestingT, events []streamEvent) {
+	var starts, ends int
+	bad := map[string]string{}
+	var runEnds []string
+	told := false
+	for _, ev := range of(events, "workflow") {
+		switch {
+		case ev.Kind == "workflow" && ev.Status == "agent-start":
+			starts++
+		case ev.Kind == "workflow" && ev.Status == "agent-end":
+			ends++
+			if ev.Detail != "completed" {
+				bad[ev.Child] = ev.Detail
+			}
+		case ev.Kind == "workflow" && ev.Status == "end":
+			runEnds = append(runEnds, ev.Detail)
+		case ev.Kind == "notice":
+			told = told || strings.Contains(ev.Text, "(workflow: audit) finished [status: killed, cancelled by the user]")
+		}
+	}
+	require.Equal(t, 9, starts, "agent starts")
+	require.Equal(t, starts, ends, "every agent-start has its agent-end")
+	require.Equal(t, map[string]string{"legacy.go": "failed", "huge.go": "cancelled"}, bad)
+	require.Equal(t, []string{"completed", "cancelled"}, runEnds)
+	require.True(t, told, "the model was told of the human's kill")
 }
 
 // checkLifecycle: the supervision tree's events agree with the jobs' — every job
@@ -264,7 +296,7 @@ func checkSummary(t require.TestingT, events []streamEvent) {
 	last := events[len(events)-1]
 	require.Equal(t, "summary", last.Kind)
 	require.NotNil(t, last.Summary)
-	require.Equal(t, []string{"jobs", "notices", "subagents", "crash"}, last.Summary.Scenarios)
+	require.Equal(t, []string{"jobs", "notices", "subagents", "crash", "workflow"}, last.Summary.Scenarios)
 	require.Empty(t, last.Summary.Failed, "scenarios stopped early")
 	kept := map[string]int{}
 	for _, ev := range events {
@@ -305,7 +337,7 @@ func checkSettlements(t require.TestingT, events []streamEvent) {
 			settled[k]++
 		}
 	}
-	for _, sc := range []string{"jobs", "notices", "subagents"} {
+	for _, sc := range []string{"jobs", "notices", "subagents", "workflow"} {
 		require.Positive(t, perScenario[sc], "scenario %s started no job", sc)
 	}
 	for k := range started {
@@ -350,7 +382,11 @@ func checkNotices(t require.TestingT, events []streamEvent) {
 		case "human-kill":
 			require.Equal(t, "killed", ev.Status)
 			require.Len(t, got, 1, "a human's kill is told to the model")
-			require.Contains(t, got[0].Text, "[status: killed, signal: SIGTERM; cancelled by the user]")
+			if strings.HasPrefix(ev.Job, "workflow-") { // a workflow job has no signal
+				require.Contains(t, got[0].Text, "[status: killed, cancelled by the user]")
+			} else {
+				require.Contains(t, got[0].Text, "[status: killed, signal: SIGTERM; cancelled by the user]")
+			}
 		case "model-kill":
 			require.Empty(t, got, "the model's own kill is not told to it")
 		}

@@ -308,6 +308,21 @@ func (e *emitter) sentence(ev Event) string {
 		return fmt.Sprintf("%s: %s", ev.Status, ev.Text)
 	case KindNote:
 		return ev.Text
+	case KindWorkflow:
+		switch ev.Status {
+		case "agent-start":
+			return fmt.Sprintf("workflow: agent %q started", ev.Child)
+		case "agent-end":
+			return fmt.Sprintf("workflow: agent %q %s", ev.Child, ev.Detail)
+		case "end":
+			if ev.Text != "" {
+				return fmt.Sprintf("workflow: run ended %s (%s)", ev.Detail, ev.Text)
+			}
+			return "workflow: run ended " + ev.Detail
+		case "start":
+			return "workflow: run started"
+		}
+		return fmt.Sprintf("workflow %s: %q", ev.Status, ev.Text)
 	}
 	parts := []string{string(ev.Kind)} // a kind this renderer does not know yet
 	for _, s := range []string{ev.Status, ev.Detail, ev.Text} {

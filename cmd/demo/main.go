@@ -40,6 +40,7 @@ var scenarios = []scenario{
 	{"notices", "completion notices: a wake budget at work, a human's kill the model is told about, the model's own kill it is not", scenarioNotices},
 	{"subagents", "delegation in the foreground and the background; a continuable child across followups, an interrupt and a restart of the whole system", scenarioSubagents},
 	{"crash", "a continuable child's Activation crashes mid-turn and restarts from the sessions file", scenarioCrash},
+	{"workflow", "a model-written script audits files in parallel through scripted subagents as a workflow job: one child fails, a background run is killed by a human", scenarioWorkflow},
 }
 
 // sessionsFile is the name of the bbolt file in the data directory.

@@ -46,7 +46,9 @@ var layers = []layer{
 	{"core actors", []string{"actors/owner", "actors/job", "actors/registry", "actors/controller"}},
 	{"seams", []string{"tools", "subagent"}},
 	{"continuation manager", []string{"actors/activation"}},
-	{"producers and tools", []string{"producers/", "tools/", "workflow", "subagent/acp"}}, // workflow: the workflow engine (WORKFLOW.md)
+	// workflow: the workflow engine; tools/workflowtool (its model tool) builds on it
+	// (docs/WORKFLOW.md)
+	{"producers and tools", []string{"producers/", "tools/", "workflow", "tools/workflowtool", "subagent/acp"}},
 	{"facade", []string{""}},
 	{"surfaces and test support", []string{"cmd/", "web", "web/", "troupetest", "harness", "test/"}},
 }

@@ -38,7 +38,7 @@ const (
 
 // Defaults of Open's options.
 const (
-	defaultCommitters = 4
+	defaultCommitters = 2
 	defaultMaxBatch   = 256
 	queueLength       = 4096
 )
@@ -71,7 +71,7 @@ type Option func(*Store)
 func WithoutGroupCommit() Option { return func(s *Store) { s.group = false } }
 
 // WithCommitters sets how many transactions the group commit runs at once
-// (default 4); writes that arrive while all of them are busy share the next.
+// (default 2); writes that arrive while all of them are busy share the next.
 func WithCommitters(n int) Option { return func(s *Store) { s.committers = max(1, n) } }
 
 // WithMaxBatch bounds the writes one group commit takes (default 256).

@@ -12,9 +12,9 @@
 //	troupe_sessions  one row per session: the header's fields as columns
 //	                 (id COLLATE "C" primary key, parent_session, parent_kind,
 //	                 origin, delegation_depth, seed_length, cwd, created_at,
-//	                 version), epoch (the fencing token), and log_seq /
-//	                 inbox_seq, the seq of the session's last log entry and
-//	                 last inbox message.
+//	                 version), epoch (the fencing token), log_seq /
+//	                 inbox_seq (the seq of the session's last log entry and
+//	                 last inbox message), lease_holder / lease_expires (Claim).
 //	troupe_log       (session_id, seq) primary key, kind, entry json: the log.
 //	                 A partial index on the descriptors makes Head one probe.
 //	troupe_inbox     (session_id, seq) primary key, message json: the journal.
@@ -47,8 +47,18 @@
 // UPDATE, so each session's seqs run 1…n without gaps whatever the concurrency.
 // A cluster builds its exclusion on this: whichever Activation took the newest
 // epoch is the only one whose writes land, and one whose write is refused
-// stops itself; a lease column taken by compare-and-set, and a heartbeat table
-// for membership, are later migrations on the same rule.
+// stops itself.
+//
+// # Leases
+//
+// For several nodes, Claim is the activation: one compare-and-set statement
+// takes the next epoch and a lease (lease_holder, lease_expires by the
+// database's clock) only if no other holder's lease is live; Renew extends it
+// and Release gives it up, both fenced by epoch and holder, so a holder that
+// lost the session learns it (ErrStaleEpoch) and stops. The lease is liveness,
+// not safety: two nodes that disagree about it still cannot both write, the
+// epoch sees to that. (A heartbeat table for membership would be a further
+// migration on the same database.)
 //
 // # Group commit
 //

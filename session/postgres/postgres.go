@@ -130,11 +130,11 @@ func (s *Store) Close() error {
 var errClosed = messages.Errorf(CodeUnavailable, "session/postgres: the store is closed")
 
 // The columns of a session's header, in scanHeader's order.
-const headerCols = `id, parent_session, origin, delegation_depth, seed_length, cwd, created_at, version, epoch`
+const headerCols = `id, parent_session, parent_kind, origin, delegation_depth, seed_length, cwd, created_at, version, epoch`
 
 func scanHeader(row pgx.Row, extra ...any) (session.Header, error) {
 	var h session.Header
-	err := row.Scan(append([]any{&h.ID, &h.ParentSession, &h.Origin, &h.DelegationDepth, &h.SeedLength,
+	err := row.Scan(append([]any{&h.ID, &h.ParentSession, &h.ParentKind, &h.Origin, &h.DelegationDepth, &h.SeedLength,
 		&h.Cwd, &h.CreatedAt, &h.Version, &h.Epoch}, extra...)...)
 	return h, err
 }
@@ -170,7 +170,7 @@ func entryRows(entries []session.Entry) (kinds, docs []string, err error) {
 // Create inserts the session row and its entries in one statement; an existing
 // id inserts nothing and is DUPLICATE_CHILD.
 func (s *Store) Create(ctx context.Context, h session.Header, entries []session.Entry) error {
-	if err := storable("header field", h.ID, h.ParentSession, h.Origin, h.Cwd); err != nil {
+	if err := storable("header field", h.ID, h.ParentSession, h.ParentKind, h.Origin, h.Cwd); err != nil {
 		return err
 	}
 	if h.Epoch > math.MaxInt64 {
@@ -181,7 +181,7 @@ func (s *Store) Create(ctx context.Context, h session.Header, entries []session.
 		return err
 	}
 	w := &write{id: h.ID, sql: sqlCreate, args: []any{h.ID, h.ParentSession, h.Origin, h.DelegationDepth,
-		h.SeedLength, h.Cwd, h.CreatedAt, session.HeaderVersion, h.Epoch, kinds, docs}}
+		h.SeedLength, h.Cwd, h.CreatedAt, session.HeaderVersion, h.Epoch, kinds, docs, h.ParentKind}}
 	w.scan = func(row pgx.Row) (error, error) {
 		var created bool
 		if err := row.Scan(&created); err != nil {
@@ -197,8 +197,8 @@ func (s *Store) Create(ctx context.Context, h session.Header, entries []session.
 
 const sqlCreate = `WITH s AS (
     INSERT INTO troupe_sessions (id, parent_session, origin, delegation_depth, seed_length, cwd,
-        created_at, version, epoch, log_seq, inbox_seq)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, cardinality($10::text[]), 0)
+        created_at, version, epoch, log_seq, inbox_seq, parent_kind)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, cardinality($10::text[]), 0, $12)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 ), e AS (

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -9,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/troupe-rt/troupe/messages"
 )
 
 // budget bounds every wait; nothing waits for it to pass.
 const budget = 10 * time.Second
+
+var ctx = context.Background()
 
 func openTestBolt(t *testing.T) (*Bolt, string) {
 	t.Helper()
@@ -101,32 +102,6 @@ func TestConcurrentCreatesShareCommits(t *testing.T) {
 	t.Logf("%d creates in %d commits", n, commits)
 	require.Less(t, commits, n/2, "concurrent creates must share commits")
 	require.Zero(t, b.inFlight.Load())
-}
-
-// Concurrent creates of one id through shared commits: exactly one wins, the
-// others get DUPLICATE_CHILD (a failing write in a batch is retried on its own).
-func TestConcurrentDuplicateCreates(t *testing.T) {
-	const n = 16
-	b, _ := openTestBolt(t)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() { errs <- b.Create(ctx, Header{ID: "same"}, []Entry{{Kind: EntryDescriptor}}) })
-	}
-	wg.Wait()
-	close(errs)
-	won := 0
-	for err := range errs {
-		if err == nil {
-			won++
-			continue
-		}
-		require.Equal(t, messages.Code("DUPLICATE_CHILD"), messages.CodeOf(err), "%v", err)
-	}
-	require.Equal(t, 1, won)
-	snap, err := b.Load(ctx, "same")
-	require.NoError(t, err)
-	require.Len(t, snap.Log, 1, "the winner's entries only")
 }
 
 // Opening a file that already holds the sessions bucket writes nothing (no synced

@@ -100,9 +100,10 @@ type Snapshot struct {
 	Inbox  []InboxMessage
 }
 
-// Store persists sessions. Implementations: Bolt (the embedded default) and Memory
-// (tests); a PostgreSQL store for several nodes keeps the same contract, with the
-// epoch check in each append's transaction.
+// Store persists sessions. Implementations: Bolt (the embedded default), Memory
+// (tests) and session/postgres (for several nodes), which keeps the same
+// contract with the epoch check in each write's statement. One test suite,
+// session/storetest, runs against all three.
 type Store interface {
 	// Create writes a new session with its first log entries (a fork seed, the
 	// descriptor). It fails with DUPLICATE_CHILD if the id exists.
@@ -135,6 +136,10 @@ var (
 func duplicate(id string) error {
 	return messages.Errorf("DUPLICATE_CHILD", "subagent %q already exists", id)
 }
+
+// DuplicateError is the error Create returns for an id that exists
+// (DUPLICATE_CHILD), for the stores outside this package.
+func DuplicateError(id string) error { return duplicate(id) }
 
 // Pending derives the restore plan of a snapshot: the accepted messages whose turns
 // never started and that no disposal discarded (to run, in order), and those whose

@@ -1,9 +1,12 @@
 // Package durability is TESTING.md's durability suite for continuable sessions:
-// kill -9 rounds of a child process writing sessions to a bbolt store.
+// kill -9 rounds of a child process writing sessions to a store — a bbolt file,
+// and PostgreSQL (session/postgres, on the server of $TROUPE_PG_DSN, a schema of
+// the test's own; skipped without it unless TROUPE_PG_REQUIRED=1).
 //
-// TestDurabilityKill9 re-executes its own test binary as a child process
-// (TestDurabilityChild, selected by -test.run and the $TROUPE_DURABILITY_CHILD
-// environment variable). The child opens the store with session.OpenBolt, starts a
+// TestDurabilityKill9 (subtests bolt and postgres) re-executes its own test
+// binary as a child process (TestDurabilityChild, selected by -test.run and the
+// $TROUPE_DURABILITY_CHILD environment variable, the store's location, with
+// $TROUPE_DURABILITY_STORE naming the kind). The child opens the store, starts a
 // continuation manager on it, starts one new session per round and has a few
 // goroutines send followups to the sessions of every round so far; it prints
 // "ACK <session> <message id>" on stdout the moment Start or Followup returns —
@@ -13,7 +16,8 @@
 // reads stdout to its end, and then checks:
 //   - acked ⊆ recovered: every acknowledged message (its id and its text) is in its
 //     session's inbox journal;
-//   - bbolt's tx.Check() is clean;
+//   - the store is consistent: bbolt's tx.Check() is clean; in PostgreSQL each
+//     session's log and inbox seqs run 1…n without gaps, n its row's counter;
 //   - the next followup activates exactly once: the session's epoch advances by one
 //     and the manager has exactly one live Activation after it (its turn is held).
 //
@@ -41,7 +45,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +53,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/troupe-rt/troupe/harness"
@@ -62,7 +64,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
-	childEnv    = "TROUPE_DURABILITY_CHILD" // the store's path: run as the child
+	childEnv    = "TROUPE_DURABILITY_CHILD" // the store's location: run as the child
+	storeEnv    = "TROUPE_DURABILITY_STORE" // the store's kind: "bolt" or "postgres"
 	roundEnv    = "TROUPE_DURABILITY_ROUND"
 	childSeed   = "TROUPE_DURABILITY_SEED"
 	roundsEnv   = "TROUPE_DURABILITY_ROUNDS"
@@ -94,7 +97,7 @@ func TestDurabilityChild(t *testing.T) {
 		fmt.Fprintf(os.Stdout, format+"\n", args...) // one write per line, unbuffered
 	}
 
-	store, err := session.OpenBolt(path)
+	store, err := backends[os.Getenv(storeEnv)].open(path)
 	require.NoError(t, err)
 	sys, _ := troupetest.Served(t)
 	runner := subagent.NewScripted(subagent.Reply{Text: "ok"})
@@ -145,6 +148,13 @@ func TestDurabilityChild(t *testing.T) {
 type ack struct{ session, msgID, text string }
 
 func TestDurabilityKill9(t *testing.T) {
+	for _, name := range []string{"bolt", "postgres"} {
+		t.Run(name, func(t *testing.T) { kill9Rounds(t, name) })
+	}
+}
+
+func kill9Rounds(t *testing.T, kind string) {
+	be := backends[kind]
 	seed := harness.Seed(t)
 	n := rounds
 	if s := os.Getenv(roundsEnv); s != "" {
@@ -153,7 +163,7 @@ func TestDurabilityKill9(t *testing.T) {
 		require.NoError(t, err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xd0ab1e))
-	path := filepath.Join(t.TempDir(), "sessions.db")
+	path := be.locate(t)
 	var acked []ack
 	probes, killedBeforeReady := 0, 0
 	start := time.Now()
@@ -161,12 +171,12 @@ func TestDurabilityKill9(t *testing.T) {
 		// When to kill: 0 while it opens the store (as soon as it runs), 1 right after
 		// it is ready, else after k acknowledgements.
 		k := rng.IntN(maxKillAcks + 2)
-		got, ready := runChild(t, path, round, seed+uint64(round), k)
+		got, ready := runChild(t, kind, path, round, seed+uint64(round), k)
 		if !ready {
 			killedBeforeReady++
 		}
 		acked = append(acked, got...)
-		if probe(t, path, round, acked) {
+		if probe(t, be, path, round, acked) {
 			probes++
 		}
 	}
@@ -177,10 +187,10 @@ func TestDurabilityKill9(t *testing.T) {
 
 // runChild runs one child round and kills it at the kill point k (see the caller);
 // it returns every acknowledgement the child printed before it died.
-func runChild(t *testing.T, path string, round int, seed uint64, k int) (acks []ack, ready bool) {
+func runChild(t *testing.T, kind, path string, round int, seed uint64, k int) (acks []ack, ready bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDurabilityChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+path, roundEnv+"="+strconv.Itoa(round),
+	cmd.Env = append(os.Environ(), childEnv+"="+path, storeEnv+"="+kind, roundEnv+"="+strconv.Itoa(round),
 		childSeed+"="+strconv.FormatUint(seed, 10))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -225,21 +235,12 @@ func runChild(t *testing.T, path string, round int, seed uint64, k int) (acks []
 
 // probe checks the store after a kill (see the package doc) and reports whether a
 // session existed to probe.
-func probe(t *testing.T, path string, round int, acked []ack) bool {
+func probe(t *testing.T, be backend, path string, round int, acked []ack) bool {
 	t.Helper()
-	store, err := session.OpenBolt(path)
+	store, err := be.open(path)
 	require.NoError(t, err, "round %d: reopening the store", round)
 	defer func() { require.NoError(t, store.Close()) }()
-	require.NoError(t, store.DB().View(func(tx *bolt.Tx) error {
-		var errs []string
-		for err := range tx.Check() {
-			errs = append(errs, err.Error())
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("round %d: tx.Check: %s", round, strings.Join(errs, "; "))
-		}
-		return nil
-	}))
+	require.NoError(t, be.check(store, path), "round %d: the store is inconsistent", round)
 
 	ctx := context.Background()
 	inboxes := map[string]map[ack]bool{}

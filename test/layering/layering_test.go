@@ -42,7 +42,7 @@ type layer struct {
 // test support use the facade.
 var layers = []layer{
 	{"protocol", []string{"messages", "internal/fault", "internal/deliver"}},
-	{"foundations", []string{"scope", "session", "supervision"}},
+	{"foundations", []string{"scope", "session", "session/postgres", "supervision"}},
 	{"core actors", []string{"actors/owner", "actors/job", "actors/registry", "actors/controller"}},
 	{"seams", []string{"tools", "subagent"}},
 	{"continuation manager", []string{"actors/activation"}},
@@ -50,7 +50,7 @@ var layers = []layer{
 	// (docs/WORKFLOW.md)
 	{"producers and tools", []string{"producers/", "tools/", "workflow", "tools/workflowtool", "subagent/acp"}},
 	{"facade", []string{""}},
-	{"surfaces and test support", []string{"cmd/", "web", "web/", "troupetest", "harness", "test/"}},
+	{"surfaces and test support", []string{"cmd/", "web", "web/", "troupetest", "harness", "test/", "session/storetest", "session/postgres/pgtest"}},
 }
 
 // rank returns the layer of the package at rel (path from the module root): the

@@ -1,0 +1,400 @@
+// Package storetest is the session.Store contract as one test suite: Run runs
+// every check against a fresh store from open, so each implementation (Memory,
+// Bolt, session/postgres) is held to the same assertions.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+)
+
+// Open returns a new, empty store for one check; the check closes it
+// (t.Cleanup is the factory's for anything else it made).
+type Open func(t *testing.T) session.Store
+
+// Run runs the suite: each check is a subtest with a store of its own.
+func Run(t *testing.T, open Open) {
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			s := open(t)
+			defer func() { require.NoError(t, s.Close()) }()
+			c.f(t, s)
+		})
+	}
+}
+
+var checks = []struct {
+	name string
+	f    func(t *testing.T, s session.Store)
+}{
+	{"CreateRefusesDuplicates", createRefusesDuplicates},
+	{"ConcurrentDuplicateCreates", concurrentDuplicateCreates},
+	{"StaleEpochCannotWrite", staleEpochCannotWrite},
+	{"ConcurrentActivationsTakeDistinctEpochs", concurrentActivationsTakeDistinctEpochs},
+	{"OrderAndRestorePlan", orderAndRestorePlan},
+	{"FirstDescriptorOfTheOwnSuffixWins", firstDescriptorOfTheOwnSuffixWins},
+	{"ConcurrentAcceptsKeepOneSequence", concurrentAcceptsKeepOneSequence},
+	{"DiscardedMessagesAreNotRestored", discardedMessagesAreNotRestored},
+	{"HeadAgreesWithLoad", headAgreesWithLoad},
+	{"HeaderRoundTrips", headerRoundTrips},
+	{"EntriesAndMessagesRoundTrip", entriesAndMessagesRoundTrip},
+	{"UnknownSessionIsNotFound", unknownSessionIsNotFound},
+	{"DeleteRemovesTheSession", deleteRemovesTheSession},
+}
+
+var ctx = context.Background()
+
+func createRefusesDuplicates(t *testing.T, s session.Store) {
+	h := session.Header{ID: "c1", ParentSession: "p", Origin: "subagent", DelegationDepth: 1}
+	require.NoError(t, s.Create(ctx, h, nil))
+	err := s.Create(ctx, h, nil)
+	require.Equal(t, messages.Code("DUPLICATE_CHILD"), messages.CodeOf(err))
+	require.Equal(t, `subagent "c1" already exists`, err.Error())
+	ids, err := s.IDs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, ids)
+}
+
+// Concurrent creates of one id (sharing commits where the store groups them):
+// exactly one wins, the others get DUPLICATE_CHILD, and only the winner's entries
+// are stored.
+func concurrentDuplicateCreates(t *testing.T, s session.Store) {
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			errs <- s.Create(ctx, session.Header{ID: "same"}, []session.Entry{{Kind: session.EntryDescriptor}})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.Equal(t, messages.Code("DUPLICATE_CHILD"), messages.CodeOf(err), "%v", err)
+	}
+	require.Equal(t, 1, won)
+	snap, err := s.Load(ctx, "same")
+	require.NoError(t, err)
+	require.Len(t, snap.Log, 1, "the winner's entries only")
+}
+
+func staleEpochCannotWrite(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	first, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), first.Header.Epoch)
+	_, err = s.Accept(ctx, "c1", 1, session.InboxMessage{ID: "m1"})
+	require.NoError(t, err)
+	second, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), second.Header.Epoch)
+	_, err = s.Accept(ctx, "c1", 1, session.InboxMessage{ID: "m2"})
+	require.ErrorIs(t, err, session.ErrStaleEpoch)
+	require.ErrorIs(t, s.Append(ctx, "c1", 1, session.Entry{Kind: session.EntryMessage}), session.ErrStaleEpoch)
+	_, err = s.Accept(ctx, "c1", 2, session.InboxMessage{ID: "m3"})
+	require.NoError(t, err)
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, snap.Inbox, 2)
+	require.Equal(t, "m3", snap.Inbox[1].ID)
+	_, err = s.Activate(ctx, "nope")
+	require.ErrorIs(t, err, session.ErrNotFound)
+}
+
+// Activations race: each takes an epoch of its own (1…n, none twice), the stored
+// epoch is the last, and only a write at that epoch gets through.
+func concurrentActivationsTakeDistinctEpochs(t *testing.T, s session.Store) {
+	const n = 16
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	var wg sync.WaitGroup
+	epochs := make(chan uint64, n)
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			snap, err := s.Activate(ctx, "c1")
+			errs <- err
+			epochs <- snap.Header.Epoch
+		})
+	}
+	wg.Wait()
+	close(errs)
+	close(epochs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	seen := map[uint64]bool{}
+	for e := range epochs {
+		require.False(t, seen[e], "epoch %d taken twice", e)
+		seen[e] = true
+		require.True(t, e >= 1 && e <= n, "epoch %d", e)
+	}
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(n), snap.Header.Epoch)
+	for e := range uint64(n) {
+		err := s.Append(ctx, "c1", e, session.Entry{Kind: session.EntryMessage})
+		require.ErrorIs(t, err, session.ErrStaleEpoch, "epoch %d", e)
+	}
+	require.NoError(t, s.Append(ctx, "c1", n, session.Entry{Kind: session.EntryMessage}))
+}
+
+func orderAndRestorePlan(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	snap, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	e := snap.Header.Epoch
+	for _, id := range []string{"m1", "m2", "m3", "m4"} {
+		_, err := s.Accept(ctx, "c1", e, session.InboxMessage{ID: id})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Append(ctx, "c1", e,
+		session.Entry{Kind: session.EntryTurnStart, InboxID: "m1"},
+		session.Entry{Kind: session.EntryTurnEnd, InboxID: "m1", StopReason: "completed"},
+		session.Entry{Kind: session.EntryTurnStart, InboxID: "m2"}))
+	snap, err = s.Load(ctx, "c1")
+	require.NoError(t, err)
+	for i, m := range snap.Inbox {
+		require.Equal(t, uint64(i+1), m.Seq)
+	}
+	toRun, cut := snap.Pending()
+	require.Equal(t, []string{"m3", "m4"}, idsOf(toRun))
+	require.Equal(t, []string{"m2"}, idsOf(cut))
+}
+
+func idsOf(ms []session.InboxMessage) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func firstDescriptorOfTheOwnSuffixWins(t *testing.T, s session.Store) {
+	seed := session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"one-shot"}`)}
+	own := session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"continuable"}`)}
+	later := session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"later"}`)}
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1", SeedLength: 1}, []session.Entry{seed, own, later}))
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"version":2,"mode":"continuable"}`, string(snap.FirstDescriptor()))
+}
+
+func concurrentAcceptsKeepOneSequence(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	snap, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() {
+			_, err := s.Accept(ctx, "c1", snap.Header.Epoch, session.InboxMessage{ID: "m"})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, got.Inbox, 50)
+	for i, m := range got.Inbox {
+		require.Equal(t, uint64(i+1), m.Seq)
+	}
+	require.False(t, errors.Is(err, session.ErrStaleEpoch))
+}
+
+// A disposal that drops accepted messages records them discarded: a later
+// restore does not run them; the quiet flag survives the journal.
+func discardedMessagesAreNotRestored(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	snap, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	e := snap.Header.Epoch
+	for _, m := range []session.InboxMessage{{ID: "m1"}, {ID: "m2", Quiet: true}, {ID: "m3"}} {
+		_, err := s.Accept(ctx, "c1", e, m)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Append(ctx, "c1", e, session.Entry{Kind: session.EntryDiscarded, InboxID: "m1"}))
+	snap, err = s.Load(ctx, "c1")
+	require.NoError(t, err)
+	toRun, cut := snap.Pending()
+	require.Equal(t, []string{"m2", "m3"}, idsOf(toRun))
+	require.True(t, toRun[0].Quiet)
+	require.False(t, toRun[1].Quiet)
+	require.Empty(t, cut)
+}
+
+// Head agrees with Load's header and first own descriptor, whatever comes before
+// the descriptor (a fork seed with descriptors of its own, messages), after it, or
+// when there is none; an unknown id is ErrNotFound.
+func headAgreesWithLoad(t *testing.T, s session.Store) {
+	desc := func(mode string) session.Entry {
+		return session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"` + mode + `"}`)}
+	}
+	msg := session.Entry{Kind: session.EntryMessage, Role: "user", Content: []session.Block{{Type: "text", Text: "hi"}}}
+	cases := map[string]struct {
+		h       session.Header
+		entries []session.Entry
+	}{
+		"plain":                 {session.Header{ID: "a"}, []session.Entry{desc("continuable"), msg}},
+		"seeded":                {session.Header{ID: "b", SeedLength: 3}, []session.Entry{msg, desc("seed"), msg, desc("own"), desc("later")}},
+		"descriptor after msgs": {session.Header{ID: "c", SeedLength: 1}, []session.Entry{msg, msg, msg, desc("late")}},
+		"no descriptor":         {session.Header{ID: "d", SeedLength: 1}, []session.Entry{desc("seed-only"), msg}},
+		"empty":                 {session.Header{ID: "e"}, nil},
+	}
+	for name, c := range cases {
+		require.NoError(t, s.Create(ctx, c.h, c.entries), name)
+		_, err := s.Activate(ctx, c.h.ID) // an epoch, and a longer log, change nothing
+		require.NoError(t, err)
+		require.NoError(t, s.Append(ctx, c.h.ID, 1, msg, desc("appended")))
+		snap, err := s.Load(ctx, c.h.ID)
+		require.NoError(t, err)
+		head, err := s.Head(ctx, c.h.ID)
+		require.NoError(t, err)
+		require.Equal(t, snap.Header, head.Header, name)
+		require.Equal(t, string(snap.FirstDescriptor()), string(head.Descriptor), name)
+	}
+	_, err := s.Head(ctx, "nosuch")
+	require.ErrorIs(t, err, session.ErrNotFound)
+}
+
+// Every field of the header survives the store, whatever fields it gains: each
+// is set to a value of its own (by reflection, so a new field is covered the day
+// it is added), and Load, Head and Activate return them all (Version is the
+// store's, HeaderVersion; Activate adds one to the epoch).
+func headerRoundTrips(t *testing.T, s session.Store) {
+	var h session.Header
+	v := reflect.ValueOf(&h).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("value of " + name + " ✓")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(1000 + i))
+		case reflect.Uint64:
+			f.SetUint(uint64(2000 + i))
+		default:
+			t.Fatalf("Header.%s: a %s field: teach storetest to fill it", name, f.Kind())
+		}
+	}
+	h.SeedLength = 0 // a seed longer than the log is not a session
+	require.NoError(t, s.Create(ctx, h, nil))
+	want := h
+	want.Version = session.HeaderVersion
+	snap, err := s.Load(ctx, h.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, snap.Header)
+	head, err := s.Head(ctx, h.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, head.Header)
+	act, err := s.Activate(ctx, h.ID)
+	require.NoError(t, err)
+	want.Epoch++
+	require.Equal(t, want, act.Header)
+}
+
+// Entries and messages come back as written (every field, texts byte for byte,
+// a descriptor as its compact JSON), with the seqs the store assigned.
+func entriesAndMessagesRoundTrip(t *testing.T, s session.Store) {
+	entries := []session.Entry{
+		{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"continuable","note":"é\u0000"}`)},
+		{Kind: session.EntryMessage, Role: "user", Content: []session.Block{{Type: "text", Text: "line 1\nline 2 \"quoted\" ☃"}}},
+	}
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1", Cwd: "/tmp/x"}, entries))
+	snap, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	e := snap.Header.Epoch
+	more := []session.Entry{
+		{Kind: session.EntryTurnStart, InboxID: "m1"},
+		{Kind: session.EntryMessage, Role: "assistant", Content: []session.Block{{Type: "text", Text: "a"}, {Type: "text", Text: ""}}},
+		{Kind: session.EntryTurnEnd, InboxID: "m1", StopReason: "completed"},
+	}
+	require.NoError(t, s.Append(ctx, "c1", e, more...))
+	require.NoError(t, s.Append(ctx, "c1", e)) // nothing to append: still fenced, changes nothing
+	msgs := []session.InboxMessage{
+		{ID: "m1", Content: []session.Block{{Type: "text", Text: "do it"}}, AcceptedAt: 1700000000123,
+			Source: session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"}},
+		{ID: "m2", Content: []session.Block{{Type: "text", Text: "notice"}}, Quiet: true, Source: session.Source{Kind: "job"}},
+	}
+	for i, m := range msgs {
+		got, err := s.Accept(ctx, "c1", e, m)
+		require.NoError(t, err)
+		m.Seq = uint64(i + 1)
+		require.Equal(t, m, got)
+		msgs[i] = m
+	}
+	var want []session.Entry
+	for i, en := range append(entries, more...) {
+		en.Seq = uint64(i + 1)
+		want = append(want, en)
+	}
+	got, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, want, got.Log)
+	require.Equal(t, msgs, got.Inbox)
+}
+
+// Every operation on an id that was never created is ErrNotFound (Delete is a
+// no-op), and creates nothing.
+func unknownSessionIsNotFound(t *testing.T, s session.Store) {
+	_, err := s.Load(ctx, "nosuch")
+	require.ErrorIs(t, err, session.ErrNotFound)
+	_, err = s.Activate(ctx, "nosuch")
+	require.ErrorIs(t, err, session.ErrNotFound)
+	_, err = s.Accept(ctx, "nosuch", 0, session.InboxMessage{ID: "m"})
+	require.ErrorIs(t, err, session.ErrNotFound)
+	require.ErrorIs(t, s.Append(ctx, "nosuch", 0, session.Entry{Kind: session.EntryMessage}), session.ErrNotFound)
+	require.NoError(t, s.Delete(ctx, "nosuch"))
+	ids, err := s.IDs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+}
+
+// Delete removes the session with its log and inbox; the id can be created
+// afresh, with nothing of the old one in it; the other sessions are untouched.
+// IDs lists in byte order.
+func deleteRemovesTheSession(t *testing.T, s session.Store) {
+	for _, id := range []string{"b", "a", "B", "a-1"} {
+		require.NoError(t, s.Create(ctx, session.Header{ID: id}, []session.Entry{{Kind: session.EntryDescriptor}}))
+		snap, err := s.Activate(ctx, id)
+		require.NoError(t, err)
+		_, err = s.Accept(ctx, id, snap.Header.Epoch, session.InboxMessage{ID: "m-" + id})
+		require.NoError(t, err)
+	}
+	ids, err := s.IDs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"B", "a", "a-1", "b"}, ids)
+	require.NoError(t, s.Delete(ctx, "a"))
+	_, err = s.Load(ctx, "a")
+	require.ErrorIs(t, err, session.ErrNotFound)
+	ids, err = s.IDs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"B", "a-1", "b"}, ids)
+	require.NoError(t, s.Create(ctx, session.Header{ID: "a"}, nil))
+	snap, err := s.Load(ctx, "a")
+	require.NoError(t, err)
+	require.Empty(t, snap.Log)
+	require.Empty(t, snap.Inbox)
+	require.Equal(t, uint64(0), snap.Header.Epoch)
+	other, err := s.Load(ctx, "a-1")
+	require.NoError(t, err)
+	require.Len(t, other.Log, 1)
+	require.Equal(t, []string{"m-a-1"}, idsOf(other.Inbox))
+}

@@ -2,8 +2,8 @@
 // over stdio by default (one session, ended by EOF), or over streamable HTTP on a
 // loopback address with --http, behind a bearer token.
 //
-//	troupe-mcp [--shell] [--session ID]
-//	troupe-mcp --http 127.0.0.1:PORT --token-file F [--shell] [--idle-timeout D]
+//	troupe-mcp [--shell] [--session ID] [--verbose]
+//	troupe-mcp --http 127.0.0.1:PORT --token-file F [--shell] [--idle-timeout D] [--verbose]
 //
 // --shell enables job_start (arbitrary commands as this user). With --http the
 // token is TROUPE_MCP_TOKEN if set (at least 32 bytes), else random per start; it
@@ -46,10 +46,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	shell := fs.Bool("shell", false, "enable job_start: run shell commands as background jobs")
 	idle := fs.Duration("idle-timeout", 0, "with --http: end a session idle this long (default 10m)")
 	session := fs.String("session", "", "stdio only: the troupe session id (default mcp-<16 hex>)")
+	verbose := fs.Bool("verbose", false, "log each session's start (with its protocol version) on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	cfg := mcpserver.Config{IdleTimeout: *idle, Logger: logger}
 	if *shell {
 		cfg.Shell = &mcpserver.Shell{}

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,20 @@ func (s *Server) atLimit() (closing, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing, s.incarnated >= s.cfg.MaxSessions
+}
+
+// Sessions returns the troupe session ids of the live incarnations, sorted.
+func (s *Server) Sessions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for sess := range s.sessions {
+		if sess.live.Load() {
+			ids = append(ids, sess.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // leave removes sess from the table once its teardown is done.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,6 +44,7 @@ type session struct {
 	incarnateOnce sync.Once
 	agent         *owner.Agent
 	agentErr      error
+	live          atomic.Bool // the incarnation exists and is not torn down yet
 
 	bindOnce sync.Once
 	ss       chan *mcp.ServerSession // holds the bound SDK session (capacity 1)
@@ -110,7 +112,11 @@ func (sess *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, err
 			}
 		}
-		return next(ctx, method, req)
+		res, err := next(ctx, method, req)
+		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil && method == "initialize" {
+			sess.srv.log.Info("mcpserver: session initialized", "session", sess.id, "protocol", ir.ProtocolVersion)
+		}
+		return res, err
 	}
 }
 
@@ -154,6 +160,7 @@ func (sess *session) incarnate() (*owner.Agent, error) {
 			return
 		}
 		sess.agent = a
+		sess.live.Store(true)
 		go sess.pump()
 	})
 	return sess.agent, sess.agentErr
@@ -188,6 +195,7 @@ func (sess *session) teardown() {
 			close(sess.stop)
 			<-sess.pumpDone
 			sess.srv.releaseIncarnation()
+			sess.live.Store(false)
 		}
 		sess.srv.leave(sess)
 	})

@@ -132,7 +132,7 @@ func (s *Server) Handler() (http.Handler, error) {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, token) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			plainError(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
@@ -143,7 +143,7 @@ func (s *Server) Handler() (http.Handler, error) {
 					msg = err.Error()
 					s.log.Warn(msg, "code", string(CodeSessionLimit))
 				}
-				http.Error(w, msg, http.StatusServiceUnavailable)
+				plainError(w, msg, http.StatusServiceUnavailable)
 				return
 			}
 			r = r.WithContext(context.WithValue(r.Context(), holderKey{}, &holder{}))
@@ -160,3 +160,11 @@ func (s *Server) Handler() (http.Handler, error) {
 // of existing sessions (which the SDK routes by Mcp-Session-Id, never to it): it
 // is never connected, and supports the versions every session's server does.
 var versionProbe = mcp.NewServer(&mcp.Implementation{Name: "troupe-mcp", Version: Version}, nil)
+
+// plainError writes msg as the whole text/plain body (no trailing newline).
+func plainError(w http.ResponseWriter, msg string, code int) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg)
+}

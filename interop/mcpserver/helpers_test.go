@@ -65,7 +65,7 @@ type client struct {
 	updates chan *mcp.ResourceUpdatedNotificationParams
 	served  <-chan struct{} // stdio: closed when ServeStdio returned
 	err     *error          // stdio: what it returned, once served is closed
-	stdin   io.WriteCloser // stdio: the server's stdin (the client's writer)
+	stdin   io.WriteCloser  // stdio: the server's stdin (the client's writer)
 }
 
 func newClient(updates chan *mcp.ResourceUpdatedNotificationParams) *mcp.Client {

@@ -1,4 +1,4 @@
-// Command troupe-mcp serves troupe's job tools to an MCP client (INTEROP.md §2):
+// Command troupe-mcp serves troupe's job tools to an MCP client (INTEROP.md section 2):
 // over stdio by default (one session, ended by EOF), or over streamable HTTP on a
 // loopback address with --http, behind a bearer token.
 //

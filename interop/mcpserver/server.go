@@ -1,5 +1,5 @@
 // Package mcpserver serves troupe's job tools to any Model Context Protocol client
-// (INTEROP.md §2): job_output, job_list and job_kill with SPEC §3's exact texts,
+// (INTEROP.md section 2): job_output, job_list and job_kill with SPEC §3's exact texts,
 // an optional background-shell start tool (job_start), the resources
 // troupe://jobs and troupe://jobs/{job_id}, and completion notices as
 // notifications/resources/updated. It is a surface, above the facade, like
@@ -39,7 +39,7 @@ import (
 	"github.com/troupe-rt/troupe/tools/jobtools"
 )
 
-// Defaults of INTEROP.md §2.4 and §2.8.
+// Defaults of INTEROP.md section 2.4 and 2.8.
 const (
 	DefaultWaitTimeoutMs    = 30000
 	DefaultMaxWaitTimeoutMs = 50000

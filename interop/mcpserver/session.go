@@ -16,7 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/tools/jobtools"
 )
 
-// The resources of INTEROP.md §2.5.
+// The resources of INTEROP.md section 2.5.
 const (
 	RosterURI   = "troupe://jobs"
 	jobURIBase  = RosterURI + "/"

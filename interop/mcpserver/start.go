@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-rt/troupe/tools"
 )
 
-// Tool name, description and schema of job_start (INTEROP.md §2.4).
+// Tool name, description and schema of job_start (INTEROP.md section 2.4).
 const (
 	NameStart = "job_start"
 	DescStart = "Start a shell command as a background job owned by this session and return its job id. Read it with job_output and stop it with job_kill."

@@ -93,13 +93,13 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// peerEnv is INTEROP.md §3.3's minimal environment for a peer.
+// peerEnv is INTEROP.md section 3.3's minimal environment for a peer.
 func peerEnv(t *testing.T) []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 		"HTTP_PROXY=http://127.0.0.1:9", "HTTPS_PROXY=http://127.0.0.1:9", "ALL_PROXY=http://127.0.0.1:9"}
 }
 
-// inspector runs the Inspector CLI once (from its build dir, INTEROP.md §3.3) and
+// inspector runs the Inspector CLI once (from its build dir, INTEROP.md section 3.3) and
 // returns its stdout, stderr and exit code.
 func inspector(t *testing.T, peers string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()

@@ -48,7 +48,7 @@ var layers = []layer{
 	{"continuation manager", []string{"actors/activation"}},
 	{"producers and tools", []string{"producers/", "tools/", "workflow", "subagent/acp"}}, // workflow: the workflow engine (WORKFLOW.md)
 	{"facade", []string{""}},
-	{"surfaces and test support", []string{"cmd/", "web", "web/", "troupetest", "harness", "test/"}},
+	{"surfaces and test support", []string{"cmd/", "interop/", "web", "web/", "troupetest", "harness", "test/"}},
 }
 
 // rank returns the layer of the package at rel (path from the module root): the

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/tools/jobtools"
@@ -141,6 +142,7 @@ type Server struct {
 	mu         sync.Mutex
 	closing    bool
 	sessions   map[*session]struct{}
+	byID       map[string]*session // incarnated sessions, by troupe session id
 	incarnated int // sessions holding an incarnation (the HTTP limit counts these)
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
@@ -174,7 +176,12 @@ func New(sys *troupe.System, cfg Config) (*Server, error) {
 		_ = sc.Dispose(context.Background())
 		return nil, err
 	}
-	s := &Server{sys: sys, cfg: cfg, log: log, scope: sc, mount: mount, sessions: map[*session]struct{}{}}
+	s := &Server{sys: sys, cfg: cfg, log: log, scope: sc, mount: mount,
+		sessions: map[*session]struct{}{}, byID: map[string]*session{}}
+	if _, err := sys.Jobs().OnJobsChanged(sc, s.jobsChanged); err != nil {
+		_ = sc.Dispose(context.Background())
+		return nil, err
+	}
 	if cfg.Shell != nil {
 		s.start = &startTool{srv: s, shell: *cfg.Shell}
 	}
@@ -203,6 +210,31 @@ func (s *Server) admit(sess *session) error {
 	s.sessions[sess] = struct{}{}
 	s.wg.Add(1)
 	return nil
+}
+
+// jobsChanged is the onJobsChanged listener: it runs on the registry actor, so it
+// only looks the session up and signals its pump without blocking.
+func (s *Server) jobsChanged(who registry.Owner) {
+	if who.Session == "" {
+		return
+	}
+	s.mu.Lock()
+	sess := s.byID[who.Session]
+	s.mu.Unlock()
+	if sess != nil {
+		sess.rosterChanged()
+	}
+}
+
+// named records or forgets an incarnated session by its troupe id.
+func (s *Server) named(sess *session, live bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if live {
+		s.byID[sess.id] = sess
+	} else if s.byID[sess.id] == sess {
+		delete(s.byID, sess.id)
+	}
 }
 
 // reserveIncarnation counts one more incarnated session, within limit (0: none).
@@ -277,7 +309,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		for _, sess := range live {
-			sess.end()
+			go sess.end() // a connection's close may wait on its reader; ctx bounds the wait below
 		}
 		done := make(chan struct{})
 		go func() { s.wg.Wait(); close(done) }()

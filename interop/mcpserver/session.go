@@ -52,6 +52,7 @@ type session struct {
 	// The notice pump: the owner actor hands notices to in without blocking;
 	// pump queues them and sender sends them to the client.
 	in       chan owner.Message
+	changed  chan struct{} // capacity 1: a roster change is pending
 	stop     chan struct{}
 	pumpDone chan struct{}
 
@@ -64,6 +65,7 @@ func newSession(srv *Server, id, httpID string, limit int) *session {
 		srv: srv, id: id, httpID: httpID, limit: limit,
 		ss:       make(chan *mcp.ServerSession, 1),
 		in:       make(chan owner.Message),
+		changed:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		pumpDone: make(chan struct{}),
 		tornDown: make(chan struct{}),
@@ -161,6 +163,7 @@ func (sess *session) incarnate() (*owner.Agent, error) {
 		}
 		sess.agent = a
 		sess.live.Store(true)
+		sess.srv.named(sess, true)
 		go sess.pump()
 	})
 	return sess.agent, sess.agentErr
@@ -192,6 +195,7 @@ func (sess *session) teardown() {
 				sess.srv.log.Warn("mcpserver: session teardown failed", "session", sess.id, "err", err)
 			}
 			cancel()
+			sess.srv.named(sess, false)
 			close(sess.stop)
 			<-sess.pumpDone
 			sess.srv.releaseIncarnation()
@@ -221,34 +225,65 @@ func (sess *session) notify(m owner.Message) error {
 	}
 }
 
+// rosterCoalesce is how long a burst of roster changes is gathered into one update.
+const rosterCoalesce = 100 * time.Millisecond
+
+// rosterChanged signals a change of the session's jobs; it never blocks.
+func (sess *session) rosterChanged() {
+	select {
+	case sess.changed <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
 // pump queues notices (without bound on the owner's side: it always receives)
-// and hands them, in order, to the sender.
+// and roster changes (coalesced over rosterCoalesce), and hands them, in order,
+// to the sender. A nil message is a roster change.
 func (sess *session) pump() {
 	defer close(sess.pumpDone)
-	out := make(chan owner.Message)
+	out := make(chan *owner.Message)
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
 		for m := range out {
-			sess.send(m)
+			if m == nil {
+				sess.sendRoster()
+			} else {
+				sess.send(*m)
+			}
 		}
 	}()
 	defer func() { close(out); <-sent }()
-	var queue []owner.Message
+	var queue []*owner.Message
+	var burst <-chan time.Time
 	for {
-		var next chan owner.Message
-		var head owner.Message
+		var next chan *owner.Message
+		var head *owner.Message
 		if len(queue) > 0 {
 			next, head = out, queue[0]
 		}
 		select {
 		case m := <-sess.in:
-			queue = append(queue, m)
+			queue = append(queue, &m)
+		case <-sess.changed:
+			if burst == nil {
+				burst = time.After(rosterCoalesce)
+			}
+		case <-burst:
+			burst = nil
+			queue = append(queue, nil)
 		case next <- head:
 			queue = queue[1:]
 		case <-sess.stop:
 			return
 		}
+	}
+}
+
+// sendRoster tells roster subscribers that the session's jobs changed.
+func (sess *session) sendRoster() {
+	if err := sess.sdk.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: RosterURI}); err != nil {
+		sess.srv.log.Warn("mcpserver: resource update failed", "uri", RosterURI, "err", err)
 	}
 }
 

@@ -180,6 +180,21 @@ func (c *client) notices(t *testing.T, n int) map[string][]string {
 	return out
 }
 
+// drainNotices takes every update received so far and returns the notices among them.
+func drainNotices(updates chan *mcp.ResourceUpdatedNotificationParams) []string {
+	var out []string
+	for {
+		select {
+		case u := <-updates:
+			if text, ok := u.Meta[mcpserver.MetaNotice].(string); ok {
+				out = append(out, text)
+			}
+		default:
+			return out
+		}
+	}
+}
+
 func rpcCode(t *testing.T, err error) (int64, string) {
 	t.Helper()
 	var werr *jsonrpc.Error

@@ -241,6 +241,7 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 		require.NoError(t, c.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "troupe://jobs"}))
 		dir := t.TempDir()
 		c.call(t, "job_start", map[string]any{"command": pidFileCommand(dir)})
+		require.NoError(t, c.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "troupe://jobs/bash-1"}))
 		pid := waitPID(t, dir)
 		require.True(t, alive(pid))
 		require.NoError(t, c.stdin.Close())
@@ -255,7 +256,8 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, list)
 		require.Nil(t, f.sys.Jobs().RegisteredAgent("mcp-p09"))
-		require.Empty(t, c.updates, "no notification was sent")
+		_ = c.cs.Wait() // every message the server wrote has been handled
+		require.Empty(t, drainNotices(c.updates), "no notice was sent")
 	})
 	for _, how := range []string{"delete", "idle"} {
 		t.Run("http-"+how, func(t *testing.T) {
@@ -268,6 +270,9 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			c := f.http(t, ts)
 			dir := t.TempDir()
 			c.call(t, "job_start", map[string]any{"command": pidFileCommand(dir)})
+			for _, uri := range []string{"troupe://jobs", "troupe://jobs/bash-1"} {
+				require.NoError(t, c.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}))
+			}
 			pid := waitPID(t, dir)
 			require.Len(t, f.srv.Sessions(), 1)
 			session := f.srv.Sessions()[0]
@@ -282,7 +287,7 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			list, err := f.sys.Jobs().List(session)
 			require.NoError(t, err)
 			require.Empty(t, list)
-			require.Empty(t, c.updates)
+			require.Empty(t, drainNotices(c.updates), "no notice was sent")
 		})
 	}
 }

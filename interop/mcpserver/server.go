@@ -143,7 +143,7 @@ type Server struct {
 	closing    bool
 	sessions   map[*session]struct{}
 	byID       map[string]*session // incarnated sessions, by troupe session id
-	incarnated int // sessions holding an incarnation (the HTTP limit counts these)
+	incarnated int                 // sessions holding an incarnation (the HTTP limit counts these)
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
 	closeErr   error

@@ -95,7 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func serve(ctx context.Context, sys *troupe.System, cfg mcpserver.Config, addr, tokenFile string,
 	stdin io.Reader, stdout, stderr io.Writer) int {
-	if _, err := sys.Jobs().MountAgents(sys.Scope()); err != nil {
+	if _, err := sys.Jobs().MountAgents(ctx, sys.Scope()); err != nil {
 		fmt.Fprintln(stderr, "troupe-mcp:", err)
 		return 1
 	}

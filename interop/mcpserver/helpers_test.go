@@ -44,7 +44,7 @@ func newFixture(t *testing.T, cfg mcpserver.Config) *fixture {
 		defer cancel()
 		require.NoError(t, sys.Shutdown(ctx))
 	})
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	if cfg.Token == "" {
 		cfg.Token = testToken

@@ -104,7 +104,7 @@ func TestInteropP03_BadArguments(t *testing.T) {
 	code, msg := rpcCode(t, err)
 	require.EqualValues(t, -32602, code)
 	require.Equal(t, `unknown tool "nope"`, msg)
-	list, err := f.sys.Jobs().List("")
+	list, err := f.sys.Jobs().List(context.Background(), "")
 	require.NoError(t, err)
 	require.Empty(t, list, "no job was started by a refused call")
 }
@@ -209,10 +209,10 @@ func TestInteropP07_ClientCancelsWait(t *testing.T) {
 			Arguments: map[string]any{"job_id": "bash-1", "wait": true, "timeout_ms": 10000}})
 		done <- err
 	}()
-	require.Eventually(t, func() bool { n, _ := f.sys.Jobs().Waiters("bash-1"); return n == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n, _ := f.sys.Jobs().Waiters(context.Background(), "bash-1"); return n == 1 }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	require.Error(t, <-done)
-	require.Eventually(t, func() bool { n, _ := f.sys.Jobs().Waiters("bash-1"); return n == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n, _ := f.sys.Jobs().Waiters(context.Background(), "bash-1"); return n == 0 }, 10*time.Second, 5*time.Millisecond)
 	text, _ := c.call(t, "job_list", map[string]any{})
 	require.Equal(t, "bash-1 [bash] running — sleep 2", text)
 	got := c.notices(t, 1)
@@ -252,10 +252,10 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			t.Fatal("ServeStdio did not return after EOF")
 		}
 		require.False(t, alive(pid), "ServeStdio returned before the job's process was gone")
-		list, err := f.sys.Jobs().List("mcp-p09")
+		list, err := f.sys.Jobs().List(context.Background(), "mcp-p09")
 		require.NoError(t, err)
 		require.Empty(t, list)
-		require.Nil(t, f.sys.Jobs().RegisteredAgent("mcp-p09"))
+		require.Nil(t, f.sys.Jobs().RegisteredAgent(context.Background(), "mcp-p09"))
 		_ = c.cs.Wait() // every message the server wrote has been handled
 		require.Empty(t, drainNotices(c.updates), "no notice was sent")
 	})
@@ -277,14 +277,14 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			require.Len(t, f.srv.Sessions(), 1)
 			session := f.srv.Sessions()[0]
 			require.Regexp(t, `^mcp-[0-9a-f]{16}$`, session)
-			require.NotNil(t, f.sys.Jobs().RegisteredAgent(session))
+			require.NotNil(t, f.sys.Jobs().RegisteredAgent(context.Background(), session))
 			if how == "delete" {
 				require.NoError(t, c.cs.Close()) // sends DELETE
 			}
 			require.Eventually(t, func() bool { return !alive(pid) }, 20*time.Second, 10*time.Millisecond)
 			require.Eventually(t, func() bool { return len(f.srv.Sessions()) == 0 }, 20*time.Second, 10*time.Millisecond)
-			require.Nil(t, f.sys.Jobs().RegisteredAgent(session))
-			list, err := f.sys.Jobs().List(session)
+			require.Nil(t, f.sys.Jobs().RegisteredAgent(context.Background(), session))
+			list, err := f.sys.Jobs().List(context.Background(), session)
 			require.NoError(t, err)
 			require.Empty(t, list)
 			require.Empty(t, drainNotices(c.updates), "no notice was sent")
@@ -383,7 +383,7 @@ func TestInteropP12_ResourceReads(t *testing.T) {
 	gate := filepath.Join(dir, "go")
 	cmd := "echo x; while [ ! -e " + gate + " ]; do sleep 0.02; done"
 	c.call(t, "job_start", map[string]any{"command": cmd})
-	rec, _, err := f.sys.Jobs().Record("bash-1", "mcp-p12")
+	rec, _, err := f.sys.Jobs().Record(context.Background(), "bash-1", "mcp-p12")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, total := rec.Bounds(); return total >= 2 }, 20*time.Second, 5*time.Millisecond)
 

@@ -154,7 +154,7 @@ func New(sys *troupe.System, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !sys.Jobs().AgentsMounted() {
+	if !sys.Jobs().AgentsMounted(context.Background()) {
 		return nil, invalid("mcpserver: the agent registry is not mounted")
 	}
 	if cfg.MaxSessions == 0 {
@@ -178,7 +178,7 @@ func New(sys *troupe.System, cfg Config) (*Server, error) {
 	}
 	s := &Server{sys: sys, cfg: cfg, log: log, scope: sc, mount: mount,
 		sessions: map[*session]struct{}{}, byID: map[string]*session{}}
-	if _, err := sys.Jobs().OnJobsChanged(sc, s.jobsChanged); err != nil {
+	if _, err := sys.Jobs().OnJobsChanged(context.Background(), sc, s.jobsChanged); err != nil {
 		_ = sc.Dispose(context.Background())
 		return nil, err
 	}

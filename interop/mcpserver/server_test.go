@@ -25,7 +25,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.EqualError(t, err, "mcpserver: the agent registry is not mounted")
 	require.ErrorIs(t, err, messages.ErrInvalidConfig)
 
-	_, err = sys.Jobs().MountAgents(sys.Scope())
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	_, err = mcpserver.New(sys, mcpserver.Config{Token: "short"})
 	require.EqualError(t, err, "mcpserver: the token must have at least 32 bytes, got 5")
@@ -45,7 +45,7 @@ func TestServeStdioRefusesALiveSessionID(t *testing.T) {
 	f := newFixture(t, mcpserver.Config{SessionID: "mcp-taken"})
 	agent, err := f.sys.NewAgent(nil, "mcp-taken")
 	require.NoError(t, err)
-	require.NoError(t, f.sys.Jobs().RegisterAgent(agent))
+	require.NoError(t, f.sys.Jobs().RegisterAgent(context.Background(), agent))
 	defer func() { require.NoError(t, agent.Dispose(context.Background())) }()
 	err = f.srv.ServeStdio(context.Background(), strings.NewReader(""), io.Discard)
 	require.EqualError(t, err, `mcpserver: session "mcp-taken" already has a live agent`)

@@ -31,6 +31,9 @@ const (
 // verified; a shell job's ladder is 2 s grace plus the SIGKILL wait).
 const teardownTimeout = 30 * time.Second
 
+// incarnateTimeout bounds the creation and registration of an incarnation.
+const incarnateTimeout = 10 * time.Second
+
 // session is one MCP session: its own SDK server (tools and resources bound to
 // it, so a notification reaches no other session) and, from its first request
 // other than server/discover or ping, one agent incarnation.
@@ -150,9 +153,13 @@ func (sess *session) incarnate() (*owner.Agent, error) {
 			sess.agentErr = err
 			return
 		}
+		// Not the request's ctx: a cancelled first request must not cut the
+		// incarnation short for the whole session.
+		ctx, cancel := context.WithTimeout(context.Background(), incarnateTimeout)
+		defer cancel()
 		a, err := sess.srv.sys.NewAgent(sess.srv.scope, sess.id, owner.Options{Surface: surface{sess}, Logger: sess.srv.log})
 		if err == nil {
-			if err = sess.srv.sys.Jobs().RegisterAgent(a); err != nil {
+			if err = sess.srv.sys.Jobs().RegisterAgent(ctx, a); err != nil {
 				_ = a.Dispose(context.Background())
 			}
 		}
@@ -322,7 +329,7 @@ func (sess *session) call(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		return tools.Call{}, err
 	}
-	return tools.Call{ID: sess.srv.nextCallID(), Name: name, Args: args, Session: sess.id, Agent: a}, nil
+	return tools.Call{ID: sess.srv.nextCallID(), Name: name, Args: args, Caller: tools.AsAgent(a)}, nil
 }
 
 func (sess *session) addTool(t tools.Tool) {
@@ -370,7 +377,7 @@ func (sess *session) readRoster(ctx context.Context, req *mcp.ReadResourceReques
 // Get that claims nothing. An unknown or foreign id is Resource not found.
 func (sess *session) readJob(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	pub, ok := sess.visible(uri)
+	pub, ok := sess.visible(ctx, uri)
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -383,7 +390,7 @@ func (sess *session) readJob(ctx context.Context, req *mcp.ReadResourceRequest) 
 }
 
 // visible returns the public projection of the job at uri if this session may see it.
-func (sess *session) visible(uri string) (jobtools.PublicJob, bool) {
+func (sess *session) visible(ctx context.Context, uri string) (jobtools.PublicJob, bool) {
 	id, ok := strings.CutPrefix(uri, jobURIBase)
 	if !ok || id == "" || strings.Contains(id, "/") {
 		return jobtools.PublicJob{}, false
@@ -391,7 +398,7 @@ func (sess *session) visible(uri string) (jobtools.PublicJob, bool) {
 	if _, err := sess.incarnate(); err != nil {
 		return jobtools.PublicJob{}, false
 	}
-	snap, err := sess.srv.sys.Jobs().Get(id, sess.id)
+	snap, err := sess.srv.sys.Jobs().Get(ctx, id, sess.id)
 	if err != nil {
 		return jobtools.PublicJob{}, false
 	}
@@ -404,7 +411,7 @@ func (sess *session) subscribe(ctx context.Context, req *mcp.SubscribeRequest) e
 	if uri == RosterURI {
 		return nil
 	}
-	if _, ok := sess.visible(uri); ok {
+	if _, ok := sess.visible(ctx, uri); ok {
 		return nil
 	}
 	return mcp.ResourceNotFoundError(uri)

@@ -38,7 +38,7 @@ func (st *startTool) tool() tools.Tool {
 	return tools.Tool{Name: NameStart, Description: DescStart, Parameters: schemaStart, Execute: st.execute}
 }
 
-func (st *startTool) execute(_ context.Context, call tools.Call) tools.Result {
+func (st *startTool) execute(ctx context.Context, call tools.Call) tools.Result {
 	var args struct {
 		Command   json.RawMessage `json:"command"`
 		TimeoutMs json.RawMessage `json:"timeout_ms"`
@@ -67,9 +67,9 @@ func (st *startTool) execute(_ context.Context, call tools.Call) tools.Result {
 	}
 	spec := process.Shell(command, process.Config{Dir: st.shell.Dir, Env: st.shell.Env, Timeout: timeout})
 	spec.Label = Label(command)
-	spec.Owner = call.Agent
+	spec.Owner = call.Caller.Agent()
 	spec.OutputLimitBytes = &limit
-	id, err := st.srv.sys.Jobs().Start(spec)
+	id, err := st.srv.sys.Jobs().Start(ctx, spec)
 	if err != nil {
 		return tools.ErrorResult(err)
 	}

@@ -22,7 +22,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	id := s.cfg.SessionID
 	if id == "" {
 		id = newSessionID()
-	} else if s.sys.Jobs().RegisteredAgent(id) != nil {
+	} else if s.sys.Jobs().RegisteredAgent(ctx, id) != nil {
 		return invalid("mcpserver: session %q already has a live agent", id)
 	}
 	sess := newSession(s, id, "", 0)

@@ -105,7 +105,12 @@ func inspector(t *testing.T, peers string, args ...string) (stdout, stderr strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"index.js"}, args...)...)
+	argv := append([]string{"node", "index.js"}, args...)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "http") && netns() {
+		// A stdio target runs inside the Inspector's namespace: no network at all.
+		argv = append([]string{"unshare", "-rn"}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = filepath.Join(peers, "@modelcontextprotocol", "inspector-cli", "build")
 	cmd.Env = peerEnv(t)
 	var out, errb strings.Builder
@@ -116,6 +121,13 @@ func inspector(t *testing.T, peers string, args ...string) (stdout, stderr strin
 		t.Fatalf("inspector %v: %v\nstderr: %s", args, err, errb.String())
 	}
 	return out.String(), errb.String(), code
+}
+
+// netns reports whether stdio peers run in a fresh network namespace
+// (TROUPE_INTEROP_NETNS=1 and `unshare -rn true` works; INTEROP.md section 3.3).
+// An HTTP target stays outside: it must reach the test's loopback server.
+func netns() bool {
+	return os.Getenv("TROUPE_INTEROP_NETNS") == "1" && exec.Command("unshare", "-rn", "true").Run() == nil
 }
 
 // pidFileCommand writes its shell's pid to dir/pid, then becomes sleep 30.

@@ -46,7 +46,7 @@ var layers = []layer{
 	{"core actors", []string{"actors/owner", "actors/job", "actors/registry", "actors/controller"}},
 	{"seams", []string{"tools", "subagent"}},
 	{"continuation manager", []string{"actors/activation"}},
-	{"producers and tools", []string{"producers/", "tools/", "workflow"}}, // workflow: the workflow engine (WORKFLOW.md)
+	{"producers and tools", []string{"producers/", "tools/", "workflow", "cluster", "cluster/"}}, // workflow: the workflow engine (WORKFLOW.md); cluster: the scale-out engine
 	{"facade", []string{""}},
 	{"surfaces and test support", []string{"cmd/", "troupetest", "harness", "test/", "session/storetest", "session/postgres/pgtest"}},
 }

@@ -41,6 +41,9 @@ type grain struct {
 	history []subagent.Message
 	cancel  context.CancelFunc
 	ended   uint64
+	// seen maps every inbox message id of the session (stored or accepted by
+	// this Activation) to its message: a retried send is answered, not re-accepted.
+	seen map[string]session.InboxMessage
 }
 
 func (g *grain) Receive(c actor.Context) {
@@ -83,7 +86,7 @@ func fail(code messages.Code, format string, args ...any) *wire.Ack {
 func (g *grain) storeFailed(c actor.Context, err error) *wire.Ack {
 	switch {
 	case errors.Is(err, session.ErrStaleEpoch):
-		g.n.event("stale", g.id, g.epoch)
+		g.n.event("stale", g.id, g.epoch, "")
 		g.active = false
 		if g.cancel != nil {
 			g.cancel()
@@ -116,6 +119,10 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 	}
 	g.active, g.epoch, g.header, g.core = true, snap.Header.Epoch, snap.Header, activation.NewCore()
 	g.history = g.history[:0]
+	g.seen = make(map[string]session.InboxMessage, len(snap.Inbox))
+	for _, m := range snap.Inbox {
+		g.seen[m.ID] = m
+	}
 	for _, e := range snap.Log {
 		if e.Kind == session.EntryMessage {
 			g.history = append(g.history, subagent.Message{Role: e.Role, Content: toBlocks(e.Content)})
@@ -135,7 +142,7 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 		}
 		g.ended += uint64(len(cutOff))
 	}
-	g.n.event("activated", g.id, g.epoch)
+	g.n.event("activated", g.id, g.epoch, "")
 	g.apply(c, g.core.Restore(toRun, nil))
 	return nil
 }
@@ -157,8 +164,11 @@ func (g *grain) start(c actor.Context, m *wire.Start) *wire.Ack {
 	if m.SessionId != g.id {
 		return fail(CodeInvalid, "start for %q reached %q", m.SessionId, g.id)
 	}
+	if !validID(m.MessageId) {
+		return fail(CodeInvalid, "invalid message id")
+	}
 	if g.active {
-		return fail(CodeDuplicate, "subagent %q already exists", g.id)
+		return g.retried(m.MessageId)
 	}
 	desc, _ := json.Marshal(map[string]string{"label": m.Label, "provider": "cluster"})
 	h := session.Header{ID: g.id, ParentSession: m.ParentSession, Origin: "subagent",
@@ -166,13 +176,16 @@ func (g *grain) start(c actor.Context, m *wire.Start) *wire.Ack {
 	ctx, cancel := g.ctx()
 	err := g.n.store.Create(ctx, h, []session.Entry{{Kind: session.EntryDescriptor, Descriptor: desc}})
 	cancel()
-	if err != nil {
+	if err != nil && messages.CodeOf(err) != CodeDuplicate {
 		return g.storeFailed(c, err)
 	}
 	if ack := g.ensure(c); ack != nil {
 		return ack
 	}
-	return g.accept(c, m.Content, session.Source{Kind: "parent", SenderSessionID: m.ParentSession})
+	if err != nil { // it existed: this start's retry, or a duplicate
+		return g.retried(m.MessageId)
+	}
+	return g.accept(c, m.MessageId, m.Content, session.Source{Kind: "parent", SenderSessionID: m.ParentSession})
 }
 
 // authorised checks the sender against the child's parent. The sender is the
@@ -194,18 +207,36 @@ func (g *grain) followup(c actor.Context, m *wire.Followup) *wire.Ack {
 	if bad := g.authorised(m.SenderSession); bad != nil {
 		return bad
 	}
-	return g.accept(c, m.Content, session.Source{Kind: "parent", SenderSessionID: m.SenderSession})
+	if !validID(m.MessageId) {
+		return fail(CodeInvalid, "invalid message id")
+	}
+	if prev, ok := g.seen[m.MessageId]; ok {
+		return g.ack(prev.ID)
+	}
+	return g.accept(c, m.MessageId, m.Content, session.Source{Kind: "parent", SenderSessionID: m.SenderSession})
 }
 
-func (g *grain) accept(c actor.Context, content string, src session.Source) *wire.Ack {
+// retried answers a Start on a session that exists: the first acceptance if
+// this is its retry (the same message id), else DUPLICATE_CHILD.
+func (g *grain) retried(messageID string) *wire.Ack {
+	if prev, ok := g.seen[messageID]; ok {
+		return g.ack(prev.ID)
+	}
+	return fail(CodeDuplicate, "subagent %q already exists", g.id)
+}
+
+func validID(id string) bool { return id != "" && len(id) <= 128 && utf8.ValidString(id) }
+
+func (g *grain) accept(c actor.Context, id, content string, src session.Source) *wire.Ack {
 	ctx, cancel := g.ctx()
 	defer cancel()
 	in, err := g.n.store.Accept(ctx, g.id, g.epoch, session.InboxMessage{
-		ID: newID(), Content: []session.Block{{Type: "text", Text: content}}, Source: src,
+		ID: id, Content: []session.Block{{Type: "text", Text: content}}, Source: src,
 		AcceptedAt: time.Now().UnixMilli()})
 	if err != nil {
 		return g.storeFailed(c, err)
 	}
+	g.seen[in.ID] = in
 	ack := g.ack(in.ID)
 	g.apply(c, g.core.Admit(in, true))
 	return ack
@@ -242,7 +273,7 @@ func (g *grain) runTurn(c actor.Context, in session.InboxMessage) {
 		_ = g.storeFailed(c, err)
 		return
 	}
-	g.n.event("turn", g.id, g.epoch)
+	g.n.event("turn", g.id, g.epoch, in.ID)
 	turnCtx, stop := context.WithCancel(context.Background())
 	g.cancel = stop
 	input := subagent.Message{Role: "user", Content: toBlocks(in.Content)}

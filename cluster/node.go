@@ -44,9 +44,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	StoreTimeout   time.Duration
 	Logger         *slog.Logger
-	// Event, if set, is told each Activation event ("activated", "turn", "stale")
-	// with the session and epoch; it must not block.
-	Event func(kind, session string, epoch uint64)
+	// Event, if set, is told each Activation event ("activated", "turn" with the
+	// inbox id whose turn started, "stale") with the session and epoch; it must
+	// not block.
+	Event func(kind, session string, epoch uint64, inbox string)
 	// Refused, if set, is told each refused peer (Guard.Refused).
 	Refused func(reason, detail string)
 }
@@ -58,14 +59,14 @@ type Node struct {
 	runner       subagent.TurnRunner
 	storeTimeout time.Duration
 	reqTimeout   time.Duration
-	eventf       func(kind, session string, epoch uint64)
+	eventf       func(kind, session string, epoch uint64, inbox string)
 	system       *actor.ActorSystem
 	cl           *pcluster.Cluster
 }
 
-func (n *Node) event(kind, id string, epoch uint64) {
+func (n *Node) event(kind, id string, epoch uint64, inbox string) {
 	if n.eventf != nil {
-		n.eventf(kind, id, epoch)
+		n.eventf(kind, id, epoch, inbox)
 	}
 }
 
@@ -136,12 +137,12 @@ func (n *Node) Shutdown() { n.cl.Shutdown(true) }
 
 // Start creates child id under parent and accepts its first prompt.
 func (n *Node) Start(ctx context.Context, parent, id, label, content string) (*wire.Ack, error) {
-	return n.call(ctx, id, &wire.Start{SessionId: id, ParentSession: parent, Content: content, Label: label})
+	return n.call(ctx, id, &wire.Start{SessionId: id, ParentSession: parent, Content: content, Label: label, MessageId: newID()})
 }
 
 // Followup accepts content into child id's inbox; a nil error means durable.
 func (n *Node) Followup(ctx context.Context, sender, id, content string) (*wire.Ack, error) {
-	return n.call(ctx, id, &wire.Followup{SessionId: id, SenderSession: sender, Content: content})
+	return n.call(ctx, id, &wire.Followup{SessionId: id, SenderSession: sender, Content: content, MessageId: newID()})
 }
 
 // Interrupt cancels child id's running turn and parks its queue.
@@ -155,46 +156,61 @@ func (n *Node) Probe(ctx context.Context, id string) (*wire.Ack, error) {
 }
 
 // call routes msg to the child's Activation, retrying while the child is
-// unreachable or moved (a stale epoch) until ctx ends. A Start is not retried
-// after a timeout (it may have been applied: the retry would see DUPLICATE_CHILD).
+// unreachable or moved (a stale epoch) until ctx ends. Start and Followup carry
+// a message id, so a retry of one that was accepted is answered, not accepted
+// twice.
 func (n *Node) call(ctx context.Context, id string, msg proto.Message) (*wire.Ack, error) {
 	if id == "" {
 		return nil, messages.Errorf(CodeInvalid, "cluster: empty session id")
 	}
-	backoff := 20 * time.Millisecond
+	// protoactor's disthash lookup waits a fixed 5 s on an owner that died before
+	// the topology dropped it, so one attempt may hang past reqTimeout: a new
+	// attempt starts every reqTimeout (hedged; the message id makes them one
+	// message), and the first answer from any attempt wins.
+	const maxAttempts = 32
+	type attempt struct {
+		res any
+		err error
+	}
+	results := make(chan attempt, maxAttempts) // every attempt's goroutine can always deliver
+	launched := 0
+	launch := func() {
+		launched++
+		go func() {
+			res, err := n.cl.Request(id, Kind, msg, pcluster.WithTimeout(5*time.Second), pcluster.WithRetryCount(1))
+			results <- attempt{res, err}
+		}()
+	}
+	launch()
+	next := time.NewTimer(n.reqTimeout)
+	defer next.Stop()
+	var last error
 	for {
-		timeout := n.reqTimeout
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-			timeout = time.Until(dl)
-		}
-		var ack *wire.Ack
-		var err error
-		if timeout > 0 {
-			var res any
-			res, err = n.cl.Request(id, Kind, msg, pcluster.WithTimeout(timeout), pcluster.WithRetryCount(1))
-			if a, ok := res.(*wire.Ack); ok && err == nil {
-				ack = a
-			} else if err == nil {
-				err = fmt.Errorf("unexpected reply %T", res)
-			}
-		}
-		switch {
-		case ack != nil && ack.Code == "":
-			return ack, nil
-		case ack != nil && ack.Code != string(CodeStaleEpoch):
-			return ack, messages.Errorf(messages.Code(ack.Code), "%s", ack.Message)
-		}
-		if ctx.Err() != nil {
-			return nil, messages.Errorf(CodeUnavailable, "cluster: child %q unreachable: %v", bound(id), context.Cause(ctx))
-		}
-		if _, isStart := msg.(*wire.Start); isStart && ack == nil {
-			return nil, messages.Errorf(CodeUnavailable, "cluster: start of %q got no answer: %v", bound(id), err)
-		}
 		select {
+		case a := <-results:
+			ack, ok := a.res.(*wire.Ack)
+			switch {
+			case a.err == nil && ok && ack.Code == "":
+				return ack, nil
+			case a.err == nil && ok && ack.Code != string(CodeStaleEpoch):
+				return ack, messages.Errorf(messages.Code(ack.Code), "%s", ack.Message)
+			case a.err == nil && !ok:
+				last = fmt.Errorf("unexpected reply %T", a.res)
+			case a.err != nil:
+				last = a.err
+			default:
+				last = fmt.Errorf("%s", ack.Message)
+			}
+			// A failed or moved attempt: try again soon.
+			next.Reset(20 * time.Millisecond)
+		case <-next.C:
+			if launched < maxAttempts {
+				launch()
+			}
+			next.Reset(n.reqTimeout)
 		case <-ctx.Done():
-		case <-time.After(backoff):
+			return nil, messages.Errorf(CodeUnavailable, "cluster: child %q unreachable: %v (last: %v)", bound(id), context.Cause(ctx), last)
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 

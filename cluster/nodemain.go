@@ -49,6 +49,9 @@ type Line struct {
 	InboxID string `json:"inboxId,omitempty"`
 	Ended   uint64 `json:"ended,omitempty"`
 	Members int    `json:"members,omitempty"`
+	Running bool   `json:"running,omitempty"`
+	Queued  uint64 `json:"queued,omitempty"`
+	Where   string `json:"where,omitempty"` // the member that answered (the child's node)
 	Address string `json:"address,omitempty"`
 	AtNS    int64  `json:"atNs"`
 }
@@ -84,6 +87,8 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	port := fs.Int("port", 0, "listen port (0: any)")
 	dsn := fs.String("dsn", os.Getenv("TROUPE_PG_DSN"), "PostgreSQL connection string")
 	delay := fs.Duration("turn-delay", 20*time.Millisecond, "how long each demo turn takes")
+	reqTimeout := fs.Duration("request-timeout", 2*time.Second, "one routed request's timeout (retried)")
+	ttl := fs.Duration("ttl", time.Second, "a member whose heartbeat is older is dead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -108,8 +113,11 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer pool.Close()
 	n, err := Start(Config{Name: *clusterName, NodeName: *name, Host: *host, Port: *port, Secret: []byte(secret),
-		Store: store, Provider: &Provider{Pool: pool, Logger: logger}, Runner: EchoRunner(*delay), Logger: logger,
-		Event: func(kind, id string, epoch uint64) { out.put(Line{Event: kind, Node: *name, ID: id, Epoch: epoch}) },
+		Store: store, Provider: &Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5}, Runner: EchoRunner(*delay),
+		Logger: logger, RequestTimeout: *reqTimeout,
+		Event: func(kind, id string, epoch uint64, inbox string) {
+			out.put(Line{Event: kind, Node: *name, ID: id, Epoch: epoch, InboxID: inbox})
+		},
 		Refused: func(reason, detail string) {
 			out.put(Line{Event: "refused", Node: *name, Code: reason, Message: detail})
 		}})
@@ -165,6 +173,8 @@ func serve(n *Node, name string, c Command) Line {
 		GetInboxId() string
 		GetTurnsEnded() uint64
 		GetNode() string
+		GetRunning() bool
+		GetQueued() uint64
 	}
 	switch strings.ToLower(c.Op) {
 	case "start":
@@ -186,7 +196,8 @@ func serve(n *Node, name string, c Command) Line {
 		l.Code, l.Message = string(messages.CodeOf(err)), bound(err.Error())
 		return l
 	}
-	l.Epoch, l.InboxID, l.Ended, l.Address = ack.GetEpoch(), ack.GetInboxId(), ack.GetTurnsEnded(), ack.GetNode()
+	l.Epoch, l.InboxID, l.Ended, l.Where = ack.GetEpoch(), ack.GetInboxId(), ack.GetTurnsEnded(), ack.GetNode()
+	l.Running, l.Queued = ack.GetRunning(), ack.GetQueued()
 	return l
 }
 

@@ -31,6 +31,9 @@ type Start struct {
 	ParentSession string                 `protobuf:"bytes,2,opt,name=parent_session,json=parentSession,proto3" json:"parent_session,omitempty"`
 	Content       string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	Label         string                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// message_id names the first prompt; a retry with the same id is answered
+	// with the first acceptance instead of a second one (or DUPLICATE_CHILD).
+	MessageId     string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,12 +96,21 @@ func (x *Start) GetLabel() string {
 	return ""
 }
 
+func (x *Start) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
 // Followup accepts a message into a child's inbox.
 type Followup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SenderSession string                 `protobuf:"bytes,2,opt,name=sender_session,json=senderSession,proto3" json:"sender_session,omitempty"`
 	Content       string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// message_id names the message; a retry with the same id is accepted once.
+	MessageId     string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +162,13 @@ func (x *Followup) GetSenderSession() string {
 func (x *Followup) GetContent() string {
 	if x != nil {
 		return x.Content
+	}
+	return ""
+}
+
+func (x *Followup) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
 	}
 	return ""
 }
@@ -359,18 +378,22 @@ var File_wire_proto protoreflect.FileDescriptor
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"wire.proto\x12\x11troupe.cluster.v1\"}\n" +
+	"wire.proto\x12\x11troupe.cluster.v1\"\x9c\x01\n" +
 	"\x05Start\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x0eparent_session\x18\x02 \x01(\tR\rparentSession\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x14\n" +
-	"\x05label\x18\x04 \x01(\tR\x05label\"j\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\"\x89\x01\n" +
 	"\bFollowup\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x0esender_session\x18\x02 \x01(\tR\rsenderSession\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\tR\acontent\"Q\n" +
+	"\acontent\x18\x03 \x01(\tR\acontent\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\"Q\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -117,6 +118,14 @@ func startMember(t testing.TB, name, clusterName, dsn string, ev *events, extra 
 			_ = cmd.Wait()
 		}
 		<-m.done
+		b, _ := os.ReadFile(stderr.Name())
+		ours, theirs := raceReports(string(b))
+		for _, r := range ours {
+			t.Errorf("%s: a data race with troupe's code on the stack:\n%s", name, r)
+		}
+		if theirs > 0 {
+			t.Logf("%s: %d data race report(s) entirely inside protoactor (its gossip state; see README)", name, theirs)
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(stderr.Name())
 			if len(b) > 4000 {
@@ -467,4 +476,36 @@ func TestClusterFailover(t *testing.T) {
 		}())
 	require.Equal(t, acked, lostNone)
 	require.Greater(t, acked, children*rounds/2, "the schedule acknowledged too little to mean anything")
+}
+
+// raceReports splits a race-enabled process's stderr into its race reports:
+// those with a frame of this module's code (returned) and those entirely in
+// libraries (counted).
+func raceReports(stderr string) (ours []string, theirs int) {
+	const head = "WARNING: DATA RACE"
+	parts := strings.Split(stderr, head)
+	for _, p := range parts[1:] {
+		report, _, _ := strings.Cut(p, "==================")
+		if topFrameOurs(report) {
+			ours = append(ours, head+report)
+			continue
+		}
+		theirs++
+	}
+	return ours, theirs
+}
+
+// topFrameOurs: the racing access itself (the first frame under a "Read at",
+// "Write at" or "Previous ..." line) is in this module's code.
+func topFrameOurs(report string) bool {
+	lines := strings.Split(report, "\n")
+	for i, l := range lines {
+		if (strings.Contains(l, " at 0x") || strings.HasPrefix(strings.TrimSpace(l), "Previous")) && i+1 < len(lines) {
+			f := strings.TrimSpace(lines[i+1])
+			if strings.HasPrefix(f, "github.com/troupe-rt/troupe/") {
+				return true
+			}
+		}
+	}
+	return false
 }

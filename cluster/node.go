@@ -62,6 +62,7 @@ type Node struct {
 	eventf       func(kind, session string, epoch uint64, inbox string)
 	system       *actor.ActorSystem
 	cl           *pcluster.Cluster
+	provider     pcluster.ClusterProvider
 }
 
 func (n *Node) event(kind, id string, epoch uint64, inbox string) {
@@ -76,8 +77,15 @@ func (n *Node) Address() string { return n.system.Address() }
 // ID is the member's id in the topology.
 func (n *Node) ID() string { return n.system.ID }
 
-// Members is the number of members in this node's current topology.
-func (n *Node) Members() int { return n.cl.MemberList.Length() }
+// Members is the number of members in the topology the provider last published
+// (-1 for a provider that does not say: protoactor's member list may not be read
+// from outside its own goroutines).
+func (n *Node) Members() int {
+	if p, ok := n.provider.(interface{ Size() int }); ok {
+		return p.Size()
+	}
+	return -1
+}
 
 func loopback(host string) bool {
 	if host == "localhost" {
@@ -113,7 +121,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{name: cfg.NodeName, store: cfg.Store, runner: cfg.Runner, storeTimeout: cfg.StoreTimeout,
-		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event}
+		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider}
 	g := &Guard{Secret: cfg.Secret, Logger: cfg.Logger, Refused: cfg.Refused}
 	sopts, dopts := g.ServerOptions(), g.DialOptions()
 	if cfg.TLS != nil {

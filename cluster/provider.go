@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -27,6 +28,7 @@ type Provider struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	size   atomic.Int64 // members in the topology last published
 	id     string
 	name   string
 }
@@ -75,6 +77,9 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	return nil
 }
 
+// Size is the number of members in the topology this provider last published.
+func (p *Provider) Size() int { return int(p.size.Load()) }
+
 // StartClient is not supported: every troupe node is a member.
 func (p *Provider) StartClient(c *pcluster.Cluster) error { return p.StartMember(c) }
 
@@ -102,6 +107,7 @@ func (p *Provider) loop(ctx context.Context, c *pcluster.Cluster) {
 			if key := memberKey(members); key != last {
 				last = key
 				c.MemberList.UpdateClusterTopology(members)
+				p.size.Store(int64(len(members)))
 			}
 		} else if ctx.Err() == nil && p.Logger != nil {
 			p.Logger.Warn("cluster: heartbeat failed", "err", err)

@@ -24,7 +24,10 @@ func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int) {
 	var wg sync.WaitGroup
 	for i := range ms {
 		wg.Add(1)
-		go func() { defer wg.Done(); ms[i] = startMember(b, fmt.Sprintf("b%d", i), name, dsn, ev, "--turn-delay", "1ms") }()
+		go func() {
+			defer wg.Done()
+			ms[i] = startMember(b, fmt.Sprintf("b%d", i), name, dsn, ev, "--turn-delay", "1ms")
+		}()
 	}
 	wg.Wait()
 	waitMembers(b, n, ms...)

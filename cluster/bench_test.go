@@ -21,15 +21,9 @@ func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int) {
 	ev := &events{}
 	name := fmt.Sprintf("bench%d-%d", n, time.Now().UnixNano()%1_000_000)
 	ms := make([]*member, n)
-	var wg sync.WaitGroup
 	for i := range ms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ms[i] = startMember(b, fmt.Sprintf("b%d", i), name, dsn, ev, "--turn-delay", "1ms")
-		}()
+		ms[i] = startMember(b, fmt.Sprintf("b%d", i), name, dsn, ev, "--turn-delay", "1ms")
 	}
-	wg.Wait()
 	waitMembers(b, n, ms...)
 	byName := map[string]int{}
 	for i, m := range ms {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/cluster"
@@ -212,17 +213,10 @@ func TestClusterFailover(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 19))
 	ev := &events{}
 	name := fmt.Sprintf("suite%d", seed%1_000_000)
-	var members []*member
-	var startWG sync.WaitGroup
-	members = make([]*member, 3)
-	for i := range members {
-		startWG.Add(1)
-		go func() {
-			defer startWG.Done()
-			members[i] = startMember(t, fmt.Sprintf("n%d", i), name, dsn, ev)
-		}()
+	members := make([]*member, 3)
+	for i := range members { // one after another: startMember may fail the test, from this goroutine only
+		members[i] = startMember(t, fmt.Sprintf("n%d", i), name, dsn, ev)
 	}
-	startWG.Wait()
 	waitMembers(t, 3, members...)
 
 	const children, parents, rounds = 100, 10, 6
@@ -254,10 +248,11 @@ func TestClusterFailover(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := send(members[i%3], i, "start", fmt.Sprintf("%s/start", child(i)))
-			require.Empty(t, s.ack.Code, "start %s: %s", child(i), s.ack.Message)
+			assert.Empty(t, s.ack.Code, "start %s: %s", child(i), s.ack.Message)
 		}()
 	}
 	wg.Wait()
+	require.False(t, t.Failed(), "a start failed")
 
 	// The schedule: per round, per child, a followup (or, 1 in 8, an interrupt)
 	// from a random live node; one node is SIGKILLed in the middle of round
@@ -324,9 +319,10 @@ func TestClusterFailover(t *testing.T) {
 					defer rw.Done()
 					m := members[(victim+1+k%2)%3]
 					l, ok := m.do(cluster.Command{Op: "probe", ID: c, TimeoutMS: 5000})
-					require.True(t, ok)
-					require.Empty(t, l.Code, "probe %s: %s", c, l.Message)
 					reach[k] = time.Since(killedAt)
+					if !assert.True(t, ok) || !assert.Empty(t, l.Code, "probe %s: %s", c, l.Message) {
+						reach[k] = time.Hour // unreachable: fails the bound below too
+					}
 				}()
 			}
 			rw.Wait()
@@ -351,11 +347,14 @@ func TestClusterFailover(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := send(survivors[i%2], i, "followup", child(i)+"/final")
-			require.Empty(t, s.ack.Code, "final followup %s: %s", child(i), s.ack.Message)
+			if !assert.Empty(t, s.ack.Code, "final followup %s: %s", child(i), s.ack.Message) {
+				return
+			}
 			for {
 				l, ok := survivors[i%2].do(cluster.Command{Op: "probe", ID: child(i)})
-				require.True(t, ok)
-				require.Empty(t, l.Code, l.Message)
+				if !assert.True(t, ok) || !assert.Empty(t, l.Code, l.Message) {
+					return
+				}
 				if !l.Running && l.Queued == 0 {
 					return
 				}
@@ -364,6 +363,7 @@ func TestClusterFailover(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	require.False(t, t.Failed(), "a child did not come to rest")
 
 	// The oracles, from the store.
 	store, err := postgres.Open(context.Background(), dsn)

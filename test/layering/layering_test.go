@@ -47,8 +47,8 @@ var layers = []layer{
 	{"seams", []string{"tools", "subagent"}},
 	{"continuation manager", []string{"actors/activation"}},
 	// workflow: the workflow engine; tools/workflowtool (its model tool) builds on it
-	// (docs/WORKFLOW.md)
-	{"producers and tools", []string{"producers/", "tools/", "workflow", "tools/workflowtool", "subagent/acp"}},
+	// (docs/WORKFLOW.md); cluster: the scale-out engine
+	{"producers and tools", []string{"producers/", "tools/", "workflow", "tools/workflowtool", "subagent/acp", "cluster", "cluster/"}},
 	{"facade", []string{""}},
 	{"surfaces and test support", []string{"cmd/", "interop/", "web", "web/", "troupetest", "harness", "test/", "session/storetest", "session/postgres/pgtest"}},
 }

@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/troupe-rt/troupe/cluster/wire"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+)
+
+// Config configures a member.
+type Config struct {
+	Name     string // the cluster's name (members of one cluster share it)
+	NodeName string // this member's name in events and Acks
+	Host     string // listen address (default 127.0.0.1; a non-loopback one needs TLS)
+	Port     int    // listen port (0: any free port)
+	// Secret is the shared secret every member presents; required.
+	Secret []byte
+	// TLS, if set, is the mutual-TLS configuration of both the listener and the
+	// dialer (ClientAuth should be RequireAndVerifyClientCert).
+	TLS      *tls.Config
+	Store    session.Store            // the shared store (PostgreSQL for failover)
+	Provider pcluster.ClusterProvider // membership (a *Provider, or consul/etcd/k8s)
+	Runner   subagent.TurnRunner
+	// RequestTimeout bounds one routed request (default 2 s); StoreTimeout one
+	// store call of a grain (default 5 s).
+	RequestTimeout time.Duration
+	StoreTimeout   time.Duration
+	Logger         *slog.Logger
+	// Event, if set, is told each Activation event ("activated", "turn" with the
+	// inbox id whose turn started, "stale") with the session and epoch; it must
+	// not block.
+	Event func(kind, session string, epoch uint64, inbox string)
+	// Refused, if set, is told each refused peer (Guard.Refused).
+	Refused func(reason, detail string)
+}
+
+// Node is one running member.
+type Node struct {
+	name         string
+	store        session.Store
+	runner       subagent.TurnRunner
+	storeTimeout time.Duration
+	reqTimeout   time.Duration
+	eventf       func(kind, session string, epoch uint64, inbox string)
+	system       *actor.ActorSystem
+	cl           *pcluster.Cluster
+	provider     pcluster.ClusterProvider
+}
+
+func (n *Node) event(kind, id string, epoch uint64, inbox string) {
+	if n.eventf != nil {
+		n.eventf(kind, id, epoch, inbox)
+	}
+}
+
+// Address is the member's host:port.
+func (n *Node) Address() string { return n.system.Address() }
+
+// ID is the member's id in the topology.
+func (n *Node) ID() string { return n.system.ID }
+
+// Members is the number of members in the topology the provider last published
+// (-1 for a provider that does not say: protoactor's member list may not be read
+// from outside its own goroutines).
+func (n *Node) Members() int {
+	if p, ok := n.provider.(interface{ Size() int }); ok {
+		return p.Size()
+	}
+	return -1
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Start starts a member: the guarded remote endpoint, the cluster with the
+// disthash lookup and the child kind. It returns once the member has joined
+// (protoactor's StartMember holds about a second).
+func Start(cfg Config) (*Node, error) {
+	switch {
+	case cfg.Store == nil || cfg.Runner == nil || cfg.Provider == nil:
+		return nil, messages.Errorf(CodeConfig, "cluster: a store, a runner and a provider are required")
+	case len(cfg.Secret) < 16:
+		return nil, messages.Errorf(CodeConfig, "cluster: the shared secret must be at least 16 bytes")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if !loopback(cfg.Host) && cfg.TLS == nil {
+		return nil, messages.Errorf(CodeInsecureBind, "cluster: listening on %q needs TLS (Config.TLS)", cfg.Host)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 2 * time.Second
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := &Node{name: cfg.NodeName, store: cfg.Store, runner: cfg.Runner, storeTimeout: cfg.StoreTimeout,
+		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider}
+	g := &Guard{Secret: cfg.Secret, Logger: cfg.Logger, Refused: cfg.Refused}
+	sopts, dopts := g.ServerOptions(), g.DialOptions()
+	if cfg.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		dopts = append(dopts, grpc.WithTransportCredentials(credentials.NewTLS(cfg.TLS)))
+	} else {
+		dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+	rc := remote.Configure(cfg.Host, cfg.Port, remote.WithServerOptions(sopts...), remote.WithDialOptions(dopts...))
+	kind := pcluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{n: n} }))
+	cc := pcluster.Configure(cfg.Name, cfg.Provider, disthash.New(), rc,
+		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(cfg.RequestTimeout))
+	n.cl = pcluster.New(n.system, cc)
+	n.cl.StartMember()
+	return n, nil
+}
+
+// Shutdown leaves the cluster gracefully (protoactor holds about two seconds).
+func (n *Node) Shutdown() { n.cl.Shutdown(true) }
+
+// Start creates child id under parent and accepts its first prompt.
+func (n *Node) Start(ctx context.Context, parent, id, label, content string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Start{SessionId: id, ParentSession: parent, Content: content, Label: label, MessageId: newID()})
+}
+
+// Followup accepts content into child id's inbox; a nil error means durable.
+func (n *Node) Followup(ctx context.Context, sender, id, content string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Followup{SessionId: id, SenderSession: sender, Content: content, MessageId: newID()})
+}
+
+// Interrupt cancels child id's running turn and parks its queue.
+func (n *Node) Interrupt(ctx context.Context, sender, id string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Interrupt{SessionId: id, SenderSession: sender})
+}
+
+// Probe activates child id if it is not live and reports its state.
+func (n *Node) Probe(ctx context.Context, id string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Probe{SessionId: id})
+}
+
+// call routes msg to the child's Activation, retrying while the child is
+// unreachable or moved (a stale epoch) until ctx ends. Start and Followup carry
+// a message id, so a retry of one that was accepted is answered, not accepted
+// twice.
+func (n *Node) call(ctx context.Context, id string, msg proto.Message) (*wire.Ack, error) {
+	if id == "" {
+		return nil, messages.Errorf(CodeInvalid, "cluster: empty session id")
+	}
+	// protoactor's disthash lookup waits a fixed 5 s on an owner that died before
+	// the topology dropped it, so one attempt may hang past reqTimeout: a new
+	// attempt starts every reqTimeout (hedged; the message id makes them one
+	// message), and the first answer from any attempt wins.
+	const maxAttempts = 32
+	type attempt struct {
+		res any
+		err error
+	}
+	results := make(chan attempt, maxAttempts) // every attempt's goroutine can always deliver
+	launched := 0
+	launch := func() {
+		launched++
+		go func() {
+			res, err := n.cl.Request(id, Kind, msg, pcluster.WithTimeout(5*time.Second), pcluster.WithRetryCount(1))
+			results <- attempt{res, err}
+		}()
+	}
+	launch()
+	next := time.NewTimer(n.reqTimeout)
+	defer next.Stop()
+	var last error
+	for {
+		select {
+		case a := <-results:
+			ack, ok := a.res.(*wire.Ack)
+			switch {
+			case a.err == nil && ok && ack.Code == "":
+				return ack, nil
+			case a.err == nil && ok && ack.Code != string(CodeStaleEpoch):
+				return ack, messages.Errorf(messages.Code(ack.Code), "%s", ack.Message)
+			case a.err == nil && !ok:
+				last = fmt.Errorf("unexpected reply %T", a.res)
+			case a.err != nil:
+				last = a.err
+			default:
+				last = fmt.Errorf("%s", ack.Message)
+			}
+			// A failed or moved attempt: try again soon.
+			next.Reset(20 * time.Millisecond)
+		case <-next.C:
+			if launched < maxAttempts {
+				launch()
+			}
+			next.Reset(n.reqTimeout)
+		case <-ctx.Done():
+			return nil, messages.Errorf(CodeUnavailable, "cluster: child %q unreachable: %v (last: %v)", bound(id), context.Cause(ctx), last)
+		}
+	}
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "m_" + hex.EncodeToString(b[:])
+}

@@ -16,12 +16,12 @@ func TestListenerLayersLeaveWithTheirScope(t *testing.T) {
 	for range 50 {
 		sc, err := global.Child("agent")
 		require.NoError(t, err)
-		_, err = rt.Listen(sc, func(subagent.Event) {})
+		_, err = rt.Listen(t.Context(), sc, func(subagent.Event) {})
 		require.NoError(t, err)
-		_, err = rt.Listen(sc, func(subagent.Event) {})
+		_, err = rt.Listen(t.Context(), sc, func(subagent.Event) {})
 		require.NoError(t, err)
-		require.Equal(t, 1, rt.ListenerLayers())
+		require.Equal(t, 1, rt.ListenerLayers(t.Context()))
 		require.NoError(t, sc.Dispose(context.Background()))
-		require.Zero(t, rt.ListenerLayers(), "listener layers after the scope's disposal")
+		require.Zero(t, rt.ListenerLayers(t.Context()), "listener layers after the scope's disposal")
 	}
 }

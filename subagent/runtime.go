@@ -3,6 +3,7 @@ package subagent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
@@ -119,57 +121,77 @@ func NewRuntime(system *actor.ActorSystem, global *scope.Scope, logger *slog.Log
 // errStopped answers requests once the runtime has stopped.
 var errStopped = &messages.Error{Code: messages.CodeStopped, Message: "subagent runtime is stopped"}
 
-func (rt *Runtime) ask(msg any, reply chan any) any {
+// ask sends msg and waits for its one reply: a reply already there wins over the
+// runtime's stop and ctx's end; an ended ctx sends nothing and answers job/aborted
+// (errors.Is ctx's error too).
+func (rt *Runtime) ask(ctx context.Context, msg any, reply chan any) any {
+	if ctx.Err() != nil {
+		return job.Aborted(ctx)
+	}
 	rt.root.Send(rt.pid, msg)
+	var err error
 	select {
 	case v := <-reply:
 		return v
 	case <-rt.gone:
-		return errStopped
+		err = errStopped
+	case <-ctx.Done():
+		err = job.Aborted(ctx)
+	}
+	select {
+	case v := <-reply:
+		return v
+	default:
+		return err
 	}
 }
 
 // RegisterProvider registers p in sc. A duplicate name fails with
 // DUPLICATE_PROVIDER; a provider-added listener that panics rolls it back. The
 // returned effect (or disposing sc) removes it; runs already started go on.
-func (rt *Runtime) RegisterProvider(sc *scope.Scope, p Provider) (*scope.Effect, error) {
+func (rt *Runtime) RegisterProvider(ctx context.Context, sc *scope.Scope, p Provider) (*scope.Effect, error) {
 	token := rt.tokens.Add(1)
 	reply := make(chan any, 1)
-	if err, _ := rt.ask(&registerReq{p: p, token: token, reply: reply}, reply).(error); err != nil {
+	if err, _ := rt.ask(ctx, &registerReq{p: p, token: token, reply: reply}, reply).(error); err != nil {
+		if errors.Is(err, messages.ErrAborted) {
+			// The request may have been taken up: undo it behind it (same sender,
+			// so in order), without waiting on an actor that may be stuck.
+			rt.root.Send(rt.pid, &unregisterReq{name: p.Name(), token: token, reply: make(chan any, 1)})
+		}
 		return nil, err
 	}
-	eff, err := sc.Add("subagent.provider("+p.Name()+")", func(context.Context) error {
+	eff, err := sc.Add("subagent.provider("+p.Name()+")", func(dctx context.Context) error {
 		reply := make(chan any, 1)
-		rt.ask(&unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
+		rt.ask(dctx, &unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
 		return nil
 	})
 	if err != nil {
 		reply := make(chan any, 1)
-		rt.ask(&unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
+		rt.ask(context.WithoutCancel(ctx), &unregisterReq{name: p.Name(), token: token, reply: reply}, reply)
 		return nil, err
 	}
 	return eff, nil
 }
 
 // Provider returns the provider registered under name, or nil.
-func (rt *Runtime) Provider(name string) Provider {
+func (rt *Runtime) Provider(ctx context.Context, name string) Provider {
 	reply := make(chan any, 1)
-	p, _ := rt.ask(&lookupReq{name: name, reply: reply}, reply).(Provider)
+	p, _ := rt.ask(ctx, &lookupReq{name: name, reply: reply}, reply).(Provider)
 	return p
 }
 
 // List returns the registered provider names in insertion order.
-func (rt *Runtime) List() []string {
+func (rt *Runtime) List(ctx context.Context) []string {
 	reply := make(chan any, 1)
-	names, _ := rt.ask(&listReq{reply: reply}, reply).([]string)
+	names, _ := rt.ask(ctx, &listReq{reply: reply}, reply).([]string)
 	return names
 }
 
 // ListenerLayers returns how many scopes hold listeners: a diagnostic for leak
 // checks (a disposed scope leaves none).
-func (rt *Runtime) ListenerLayers() int {
+func (rt *Runtime) ListenerLayers(ctx context.Context) int {
 	reply := make(chan any, 1)
-	n, _ := rt.ask(&layersReq{reply: reply}, reply).(int)
+	n, _ := rt.ask(ctx, &layersReq{reply: reply}, reply).(int)
 	return n
 }
 
@@ -178,27 +200,38 @@ type layersReq struct{ reply chan any }
 // Listen registers a listener in sc. Every listener hears the provider events, in
 // registration order; a global-scope listener hears every start/end event, one in
 // another scope those of parents composed under it.
-func (rt *Runtime) Listen(sc *scope.Scope, l Listener) (*scope.Effect, error) {
+func (rt *Runtime) Listen(ctx context.Context, sc *scope.Scope, l Listener) (*scope.Effect, error) {
 	token := rt.tokens.Add(1)
 	reply := make(chan any, 1)
-	rt.ask(&listenReq{scope: sc.ID(), token: token, fn: l, reply: reply}, reply)
-	eff, err := sc.Add("subagent.listen()", func(context.Context) error {
+	if err, _ := rt.ask(ctx, &listenReq{scope: sc.ID(), token: token, fn: l, reply: reply}, reply).(error); err != nil {
+		if errors.Is(err, messages.ErrAborted) {
+			rt.root.Send(rt.pid, &unlistenReq{token: token, reply: make(chan any, 1)}) // as in RegisterProvider
+		}
+		return nil, err
+	}
+	eff, err := sc.Add("subagent.listen()", func(dctx context.Context) error {
 		reply := make(chan any, 1)
-		rt.ask(&unlistenReq{token: token, reply: reply}, reply)
+		rt.ask(dctx, &unlistenReq{token: token, reply: reply}, reply)
 		return nil
 	})
 	if err != nil {
 		reply := make(chan any, 1)
-		rt.ask(&unlistenReq{token: token, reply: reply}, reply)
+		rt.ask(context.WithoutCancel(ctx), &unlistenReq{token: token, reply: reply}, reply)
 		return nil, err
 	}
 	return eff, nil
 }
 
 // Resolve runs SPEC §5.2's checks 1–4 and computes the child depth and descriptor.
-func (rt *Runtime) Resolve(name string, req Request) (Provider, ResolvedRequest, error) {
-	p := rt.Provider(name)
+func (rt *Runtime) Resolve(ctx context.Context, name string, req Request) (Provider, ResolvedRequest, error) {
+	if ctx.Err() != nil {
+		return nil, ResolvedRequest{}, job.Aborted(ctx)
+	}
+	p := rt.Provider(ctx, name)
 	if p == nil {
+		if ctx.Err() != nil {
+			return nil, ResolvedRequest{}, job.Aborted(ctx)
+		}
 		return nil, ResolvedRequest{}, messages.Errorf(CodeNoProvider, "no subagent provider registered for %q", name)
 	}
 	var caps Capabilities
@@ -234,7 +267,7 @@ func (rt *Runtime) Resolve(name string, req Request) (Provider, ResolvedRequest,
 // start. On success the run is published: subagent/start is emitted, and
 // subagent/end follows once its result settles. parent may be nil.
 func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *owner.Agent) (*Run, error) {
-	p, resolved, err := rt.Resolve(name, req)
+	p, resolved, err := rt.Resolve(ctx, name, req)
 	if err != nil {
 		return nil, err
 	}

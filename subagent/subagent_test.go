@@ -87,14 +87,14 @@ func TestFinishedDisposalAndSettledResultWinOverADoneCtx(t *testing.T) {
 func TestProviderPanicsAreErrors(t *testing.T) {
 	rt, global, _ := newRuntime(t)
 	rec := &recorder{}
-	_, err := rt.Listen(global, rec.fn)
+	_, err := rt.Listen(t.Context(), global, rec.fn)
 	require.NoError(t, err)
 	for _, p := range []*provider{
 		{name: "panics", start: func(context.Context, subagent.ResolvedRequest) (*subagent.Run, error) { panic("start bug") }},
 		{name: "norun", start: func(context.Context, subagent.ResolvedRequest) (*subagent.Run, error) { return nil, nil }},
 		{name: "badcaps", caps: func() subagent.Capabilities { panic("caps bug") }},
 	} {
-		_, err := rt.RegisterProvider(global, p)
+		_, err := rt.RegisterProvider(t.Context(), global, p)
 		require.NoError(t, err)
 	}
 	_, err = rt.Start(context.Background(), "panics", subagent.Request{Prompt: "p"}, nil)
@@ -103,7 +103,7 @@ func TestProviderPanicsAreErrors(t *testing.T) {
 	require.EqualError(t, err, `subagent provider "norun" returned no run`)
 	_, err = rt.Start(context.Background(), "badcaps", subagent.Request{Prompt: "p"}, nil)
 	require.EqualError(t, err, "caps bug")
-	rt.List() // a barrier: any event sent before has been fired
+	rt.List(t.Context()) // a barrier: any event sent before has been fired
 	for _, ev := range rec.all() {
 		require.NotContains(t, ev, subagent.EventStart)
 		require.NotContains(t, ev, subagent.EventEnd)
@@ -118,13 +118,13 @@ func TestProviderEventsReachListenersInEveryScope(t *testing.T) {
 	require.NoError(t, err)
 	rec := &recorder{}
 	for _, sc := range []*scope.Scope{grandchild, global, child} {
-		_, err := rt.Listen(sc, rec.fn)
+		_, err := rt.Listen(t.Context(), sc, rec.fn)
 		require.NoError(t, err)
 	}
-	eff, err := rt.RegisterProvider(global, &provider{name: "p"})
+	eff, err := rt.RegisterProvider(t.Context(), global, &provider{name: "p"})
 	require.NoError(t, err)
 	require.NoError(t, eff.Run(context.Background()))
-	rt.List()
+	rt.List(t.Context())
 	added, removed := subagent.EventProviderAdded+" p", subagent.EventProviderRemoved+" p"
 	require.Equal(t, []string{added, added, added, removed, removed, removed}, rec.all())
 }
@@ -132,10 +132,10 @@ func TestProviderEventsReachListenersInEveryScope(t *testing.T) {
 func TestRolledBackRegistrationAnnouncesRemoval(t *testing.T) {
 	rt, global, _ := newRuntime(t)
 	rec := &recorder{}
-	_, err := rt.Listen(global, rec.fn)
+	_, err := rt.Listen(t.Context(), global, rec.fn)
 	require.NoError(t, err)
 	var registered subagent.Provider
-	_, err = rt.Listen(global, func(ev subagent.Event) {
+	_, err = rt.Listen(t.Context(), global, func(ev subagent.Event) {
 		if ev.Type == subagent.EventProviderAdded {
 			registered = ev.Registered
 			panic(errors.New("refused"))
@@ -143,10 +143,10 @@ func TestRolledBackRegistrationAnnouncesRemoval(t *testing.T) {
 	})
 	require.NoError(t, err)
 	p := &provider{name: "p"}
-	_, err = rt.RegisterProvider(global, p)
+	_, err = rt.RegisterProvider(t.Context(), global, p)
 	require.EqualError(t, err, "refused")
 	require.Same(t, p, registered, "provider-added carries the provider")
-	require.Empty(t, rt.List())
+	require.Empty(t, rt.List(t.Context()))
 	require.Equal(t, []string{subagent.EventProviderAdded + " p", subagent.EventProviderRemoved + " p"}, rec.all())
 }
 

@@ -58,7 +58,7 @@ func TestWorkflowW13_SchemaOptionsAndProviderOverride(t *testing.T) {
 	sel.set(func(s *stub) {
 		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("selected reply") }
 	})
-	_, err := e.rt.RegisterProvider(e.sys.Scope(), sel)
+	_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), sel)
 	require.NoError(t, err)
 	req := e.request("return await agent('x')")
 	req.SubagentProvider = str("selected")

@@ -161,7 +161,7 @@ func (e *Engine) Prepare(req Request) (*Prepared, error) {
 	if provider == "" || strings.TrimFunc(provider, isJSSpace) != provider {
 		return nil, newErr(CodeInvalidArgument, "workflow subagentProvider must be a non-empty normalized string")
 	}
-	if e.rt.Provider(provider) == nil {
+	if e.rt.Provider(context.Background(), provider) == nil {
 		return nil, newErr(CodeAgentStart, "no subagent provider registered for \""+provider+"\"")
 	}
 	maxTotal := e.lim.maxTotal

@@ -19,7 +19,7 @@ func Example() {
 	runner := &subagent.Scripted{Match: func(t subagent.Turn) (subagent.Reply, bool) {
 		return subagent.Reply{Text: "ok: " + t.Input.Text()}, true
 	}}
-	_, _ = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, _ = rt.RegisterProvider(context.Background(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	eng, _ := workflow.NewEngine(workflow.Host{Actors: sys.Actors(), Scope: sys.Scope(), Inspector: sys.Tree().PID()},
 		sys.Scope(), rt, workflow.DefaultConfig())
 	parent, _ := sys.NewAgent(nil, "lead")

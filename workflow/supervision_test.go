@@ -75,7 +75,7 @@ func TestWorkflowSpawnProviderChildren(t *testing.T) {
 		}
 		return subagent.Reply{Text: "did " + turn.Input.Text()}, true
 	}}
-	_, err := e.rt.RegisterProvider(e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), runner))
+	_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), runner))
 	require.NoError(t, err)
 	eng, err := workflow.NewEngine(workflow.Host{Actors: e.sys.Actors(), Scope: e.sys.Scope(), Inspector: e.sys.Tree().PID(), Logger: slog.New(e.logs)},
 		e.sys.Scope(), e.rt, workflow.Config{DisposeGraceMs: i64(100)})

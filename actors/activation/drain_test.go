@@ -64,9 +64,9 @@ func newDrainEnv(t *testing.T) *drainEnv {
 		}
 		return subagent.Reply{Text: "ok"}, true
 	}
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), e.runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), e.runner))
 	require.NoError(t, err)
-	_, err = rt.Listen(sys.Scope(), func(ev subagent.Event) {
+	_, err = rt.Listen(t.Context(), sys.Scope(), func(ev subagent.Event) {
 		if ev.Type == subagent.EventEnd {
 			e.ends <- ev.ID
 		}

@@ -91,7 +91,7 @@ func newIndexRig(t *testing.T, store session.Store, opts ...activation.Option) *
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := newGatedRunner(t)
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(store, rt, runner, nil, opts...)
 	require.NoError(t, err)

@@ -226,7 +226,7 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 	desc, _ := json.Marshal(d)
 	var p subagent.Provider
 	if m.deps.Runtime != nil {
-		p = m.deps.Runtime.Provider(provider)
+		p = m.deps.Runtime.Provider(ctx, provider)
 	}
 	if p == nil {
 		return "", "", messages.Errorf(subagent.CodeNoProvider, "no subagent provider registered for %q", provider)

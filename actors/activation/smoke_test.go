@@ -27,7 +27,7 @@ func TestSmokeStartFollowupSettleNotice(t *testing.T) {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := subagent.NewScripted(subagent.Reply{Text: "first answer"}, subagent.Reply{Text: "second answer"})
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
 	m, err := sys.StartContinuations(store, rt, runner, nil)

@@ -78,7 +78,7 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 		}
 		return subagent.Reply{Block: true}, true // held until the restart cancels it
 	}
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
 	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))

@@ -88,7 +88,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 		return fail(err)
 	}
 	runner := narratedRunner{inner: researcher(thinking), st: st}
-	if _, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner)); err != nil {
+	if _, err = rt.RegisterProvider(context.Background(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner)); err != nil {
 		return fail(err)
 	}
 	if s.mgr, err = sys.StartContinuations(s.store, rt, runner, nil, activation.WithLogger(st.logger())); err != nil {

@@ -144,7 +144,7 @@ func newWorld(t testing.TB, o worldOpts) *world {
 	w.runner = newRecRunner(w)
 	rt, err := subagent.NewRuntime(w.sys.Actors(), w.sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = rt.RegisterProvider(w.sys.Scope(), subagent.NewSpawn(w.sys.Actors(), w.runner))
+	_, err = rt.RegisterProvider(context.Background(), w.sys.Scope(), subagent.NewSpawn(w.sys.Actors(), w.runner))
 	require.NoError(t, err)
 	deps := activation.Deps{
 		Store:    w.store,

@@ -149,7 +149,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(e.runner.release) // before the System's shutdown (cleanups run last-in first-out)
 	rt, err := subagent.NewRuntime(e.sys.Actors(), e.sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = rt.RegisterProvider(e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), e.runner))
+	_, err = rt.RegisterProvider(t.Context(), e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), e.runner))
 	require.NoError(t, err)
 	e.m, err = activation.NewManager(e.sys.Actors(), activation.Deps{
 		Store: e.store, Runtime: rt, Runner: e.runner, Jobs: e.sys.Jobs(), Logger: slog.New(logs),

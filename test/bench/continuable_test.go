@@ -73,7 +73,7 @@ func newContRig(b *testing.B, store session.Store) *contRig {
 	r := &contRig{sys: sys, store: store, runner: newBenchRunner()}
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(b, err)
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), r.runner))
+	_, err = rt.RegisterProvider(b.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), r.runner))
 	require.NoError(b, err)
 	r.m, err = sys.StartContinuations(store, rt, r.runner, nil)
 	require.NoError(b, err)

@@ -60,7 +60,7 @@ func setup(t *testing.T, f Factory, runner subagent.TurnRunner) *bench {
 	require.NoError(t, err)
 	p := f(sys, runner)
 	require.NotNil(t, p, "the factory built no provider")
-	_, err = rt.RegisterProvider(sys.Scope(), p)
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), p)
 	require.NoError(t, err)
 	return &bench{rt: rt, p: p, name: p.Name()}
 }

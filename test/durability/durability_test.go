@@ -103,7 +103,7 @@ func TestDurabilityChild(t *testing.T) {
 	runner := subagent.NewScripted(subagent.Reply{Text: "ok"})
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)
@@ -271,7 +271,7 @@ func probe(t *testing.T, be backend, path string, round int, acked []ack) bool {
 	runner := &heldRunner{started: make(chan string, 1024), release: make(chan struct{})}
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(ctx, sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)

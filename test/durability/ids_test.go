@@ -110,7 +110,7 @@ func TestDurabilityIDsChild(t *testing.T) {
 	runner := &heldRunner{started: make(chan string, 16), release: make(chan struct{})}
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(store, rt, runner, nil)
 	require.NoError(t, err)

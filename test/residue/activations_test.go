@@ -47,9 +47,9 @@ func newChildEnv(t *testing.T) *childEnv {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	e := &childEnv{sys: sys, store: session.NewMemory(), ends: make(chan string, 1)}
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), okRunner{}))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), okRunner{}))
 	require.NoError(t, err)
-	_, err = rt.Listen(sys.Scope(), func(ev subagent.Event) {
+	_, err = rt.Listen(t.Context(), sys.Scope(), func(ev subagent.Event) {
 		if ev.Type == subagent.EventEnd {
 			e.ends <- ev.ID
 		}

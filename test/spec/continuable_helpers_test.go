@@ -367,9 +367,9 @@ func newContEnv(t *testing.T, opts ...activation.Option) *contEnv {
 	var err error
 	e.rt, err = subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
-	_, err = e.rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), e.runner))
+	_, err = e.rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), e.runner))
 	require.NoError(t, err)
-	_, err = e.rt.Listen(sys.Scope(), func(ev subagent.Event) {
+	_, err = e.rt.Listen(t.Context(), sys.Scope(), func(ev subagent.Event) {
 		if ev.Type == subagent.EventStart || ev.Type == subagent.EventEnd {
 			e.events.ch <- ev
 		}

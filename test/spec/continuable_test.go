@@ -44,7 +44,7 @@ func TestSpec147_NoPersistenceIsUnavailable(t *testing.T) {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := newGateRunner()
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(nil, rt, runner, nil)
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestSpec148_NoAgentServiceIsUnavailable(t *testing.T) {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := newGateRunner()
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
 	m, err := activation.NewManager(sys.Actors(), activation.Deps{Store: store, Runtime: rt, Runner: runner})
@@ -91,7 +91,7 @@ func TestSpec148_NoAgentServiceIsUnavailable(t *testing.T) {
 func TestSpec149_ProviderWithoutPrepareContinuableIsUnsupported(t *testing.T) {
 	e := newContEnv(t)
 	remote := &subagent.ScriptedProvider{ProviderName: "remote", Runner: e.runner}
-	_, err := e.rt.RegisterProvider(e.sys.Scope(), remote)
+	_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), remote)
 	require.NoError(t, err)
 	p, _ := e.parent(t, "P")
 
@@ -642,7 +642,7 @@ func TestSpec148_NoMountedAgentRegistryIsUnavailable(t *testing.T) {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
 	runner := newGateRunner()
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := session.NewMemory()
 	m, err := sys.StartContinuations(store, rt, runner, nil)

@@ -57,7 +57,7 @@ func newSubEnv(t *testing.T, withJobTools bool) *subEnv {
 // register registers p in the global scope.
 func (e *subEnv) register(t *testing.T, p subagent.Provider) {
 	t.Helper()
-	_, err := e.rt.RegisterProvider(e.sys.Scope(), p)
+	_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), p)
 	require.NoError(t, err)
 }
 
@@ -155,7 +155,7 @@ type events struct {
 func listen(t *testing.T, e *subEnv) *events {
 	t.Helper()
 	r := &events{ch: make(chan subagent.Event, 64)}
-	_, err := e.rt.Listen(e.sys.Scope(), func(ev subagent.Event) {
+	_, err := e.rt.Listen(t.Context(), e.sys.Scope(), func(ev subagent.Event) {
 		if ev.Type != subagent.EventStart && ev.Type != subagent.EventEnd {
 			return
 		}
@@ -179,16 +179,16 @@ func (r *events) all() []subagent.Event {
 
 // runtimeBarrier returns once every message already sent to the runtime actor has
 // been processed (a round trip through its mailbox).
-func runtimeBarrier(e *subEnv) { e.rt.List() }
+func runtimeBarrier(e *subEnv) { e.rt.List(context.Background()) }
 
 func i64p(v int64) *int64 { return &v }
 
 func TestSpec126_DuplicateProviderName(t *testing.T) {
 	e := newSubEnv(t, false)
 	e.spawn(t, subagent.NewScripted())
-	_, err := e.rt.RegisterProvider(e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), subagent.NewScripted()))
+	_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), subagent.NewSpawn(e.sys.Actors(), subagent.NewScripted()))
 	requireCode(t, err, subagent.ErrDuplicateProvider, `a subagent provider named "spawn" is already registered`)
-	require.Equal(t, []string{"spawn"}, e.rt.List())
+	require.Equal(t, []string{"spawn"}, e.rt.List(t.Context()))
 }
 
 func TestSpec127_NoProvider(t *testing.T) {
@@ -471,9 +471,9 @@ func TestSpec144_ContinuableModeNeedsAContinuableProvider(t *testing.T) {
 		e := newSubEnv(t, false)
 		m := e.mount(t, cfg, e.deps())
 		require.False(t, m.Available())
-		_, err := e.rt.RegisterProvider(e.sys.Scope(), plain())
+		_, err := e.rt.RegisterProvider(t.Context(), e.sys.Scope(), plain())
 		require.EqualError(t, err, want)
-		require.Empty(t, e.rt.List(), "the provider's registration was rolled back")
+		require.Empty(t, e.rt.List(t.Context()), "the provider's registration was rolled back")
 		require.False(t, m.Available())
 		require.Empty(t, m.Tools())
 	})

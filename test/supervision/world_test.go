@@ -280,7 +280,7 @@ func (w *world) continuations() *continuations {
 		}
 		return subagent.Reply{Block: true}, true // held until a restart cancels it
 	}
-	_, err = rt.RegisterProvider(w.sys.Scope(), subagent.NewSpawn(w.sys.Actors(), runner))
+	_, err = rt.RegisterProvider(context.Background(), w.sys.Scope(), subagent.NewSpawn(w.sys.Actors(), runner))
 	require.NoError(w.t, err)
 	store := &crashingStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 1024)}
 	m, err := w.sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(w.logs)))

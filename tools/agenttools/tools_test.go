@@ -53,7 +53,7 @@ func TestSendListInterrupt(t *testing.T) {
 		// "hold" runs until it is interrupted (its context is cancelled).
 		return subagent.Reply{Block: true}, turn.Input.Text() == "hold"
 	}
-	_, err = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(session.NewMemory(), rt, runner, nil)
 	require.NoError(t, err)

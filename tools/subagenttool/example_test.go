@@ -18,7 +18,7 @@ func ExampleMountIn() {
 	defer sys.Shutdown(ctx)
 	_, _ = sys.Jobs().MountAgents(ctx, sys.Scope())
 	rt, _ := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	_, _ = rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), subagent.NewScripted(subagent.Reply{Text: "42"})))
+	_, _ = rt.RegisterProvider(ctx, sys.Scope(), subagent.NewSpawn(sys.Actors(), subagent.NewScripted(subagent.Reply{Text: "42"})))
 
 	jobs, _ := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
 	m, _ := subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"},

@@ -57,7 +57,7 @@ func newEnv(tb testing.TB) *env {
 
 func (e *env) register(tb testing.TB, p subagent.Provider) *scope.Effect {
 	tb.Helper()
-	eff, err := e.rt.RegisterProvider(e.sys.Scope(), p)
+	eff, err := e.rt.RegisterProvider(context.Background(), e.sys.Scope(), p)
 	require.NoError(tb, err)
 	return eff
 }

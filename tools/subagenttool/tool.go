@@ -89,11 +89,11 @@ func MountIn(sc *scope.Scope, cfg Config, deps Deps) (*Mount, error) {
 		return nil, invalid("tool-subagent: a subagent runtime is required (subagenttool.Deps.Subagents)")
 	}
 	m := &Mount{cfg: r, deps: deps, schema: schema(r), desc: description(r)}
-	if m.listen, err = deps.Subagents.Listen(sc, m.follow); err != nil {
+	if m.listen, err = deps.Subagents.Listen(context.Background(), sc, m.follow); err != nil {
 		return nil, err
 	}
 	s0 := m.state.Load()
-	p := deps.Subagents.Provider(r.Provider)
+	p := deps.Subagents.Provider(context.Background(), r.Provider)
 	if p != nil {
 		if err := m.check(p); err != nil {
 			_ = m.listen.Run(context.Background())

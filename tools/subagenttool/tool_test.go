@@ -94,7 +94,7 @@ func TestNumericMaxDepthNeedsDepthLimit(t *testing.T) {
 
 	e2 := newEnv(t)
 	m2 := e2.mount(t, subagenttool.Config{Provider: "plain"})
-	_, err = e2.rt.RegisterProvider(e2.sys.Scope(), plain())
+	_, err = e2.rt.RegisterProvider(t.Context(), e2.sys.Scope(), plain())
 	require.EqualError(t, err, want)
 	require.False(t, m2.Available())
 }

@@ -78,7 +78,7 @@ type router struct {
 }
 
 func (r *router) RunTurn(ctx context.Context, turn Turn) (TurnResult, error) {
-	if p, ok := r.rt.Provider(turn.Provider).(TurnRunnerProvider); ok && turn.Provider != "" {
+	if p, ok := r.rt.Provider(ctx, turn.Provider).(TurnRunnerProvider); ok && turn.Provider != "" {
 		return p.TurnRunner().RunTurn(ctx, turn)
 	}
 	return r.fallback.RunTurn(ctx, turn)
@@ -86,8 +86,8 @@ func (r *router) RunTurn(ctx context.Context, turn Turn) (TurnResult, error) {
 
 func (r *router) ReleaseSession(ctx context.Context, session string) error {
 	var errs []error
-	for _, name := range r.rt.List() {
-		if p, ok := r.rt.Provider(name).(TurnRunnerProvider); ok {
+	for _, name := range r.rt.List(ctx) {
+		if p, ok := r.rt.Provider(ctx, name).(TurnRunnerProvider); ok {
 			if rel, ok := p.TurnRunner().(SessionReleaser); ok {
 				errs = append(errs, rel.ReleaseSession(ctx, session))
 			}

@@ -91,7 +91,7 @@ func scenarioWorkflow(st *stage) error {
 	if err != nil {
 		return err
 	}
-	if _, err := rt.RegisterProvider(sys.Scope(), subagent.NewSpawn(sys.Actors(), auditor())); err != nil {
+	if _, err := rt.RegisterProvider(context.Background(), sys.Scope(), subagent.NewSpawn(sys.Actors(), auditor())); err != nil {
 		return err
 	}
 	eng, err := workflow.NewEngine(workflow.Host{Actors: sys.Actors(), Scope: sys.Scope(), Inspector: sys.Tree().PID(), Logger: st.logger()},

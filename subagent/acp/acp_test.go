@@ -222,7 +222,7 @@ func TestInteropA01_CapabilitiesRefusedBeforeSpawn(t *testing.T) {
 	require.Equal(t, "acp", w.p.Name())
 	require.Equal(t, subagent.Capabilities{}, w.p.Capabilities())
 	require.False(t, w.p.InheritsParentContext())
-	_, isCont := w.rt.Provider("acp").(subagent.Continuable)
+	_, isCont := w.rt.Provider(t.Context(), "acp").(subagent.Continuable)
 	require.False(t, isCont, "without Config.Continuable the provider is not continuable")
 	_, err := w.rt.Start(ctxFor(t), "acp", subagent.Request{Prompt: "p", Persona: "x"}, nil)
 	requireCode(t, err, subagent.CodeUnsupportedCapability, `subagent provider "acp" does not support the "persona" capability`)

@@ -338,7 +338,7 @@ func TestInteropA22_LoadFailureDiagnostic(t *testing.T) {
 	s := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log"), LoadSession: true,
 		LoadError: &acptest.RPCError{Code: -32002, Message: "Resource not found"}}
 	w := newWorld(t, s, func(c *acp.Config) { c.Continuable = true })
-	runner := w.rt.Provider("acp").(subagent.TurnRunnerProvider).TurnRunner()
+	runner := w.rt.Provider(t.Context(), "acp").(subagent.TurnRunnerProvider).TurnRunner()
 	res, err := runner.RunTurn(ctxFor(t), subagent.Turn{Session: "c", Provider: "acp",
 		State: json.RawMessage(`{"acpSessionId":"gone","cwd":"` + dir + `"}`),
 		Input: subagent.Message{Role: "user", Content: []subagent.Block{{Type: "text", Text: "again"}}}})
@@ -361,7 +361,7 @@ func TestInteropA22_LoadFailureDiagnostic(t *testing.T) {
 	// An agent that stopped advertising loadSession.
 	s2 := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log")}
 	w2 := newWorld(t, s2, func(c *acp.Config) { c.Continuable = true })
-	runner = w2.rt.Provider("acp").(subagent.TurnRunnerProvider).TurnRunner()
+	runner = w2.rt.Provider(t.Context(), "acp").(subagent.TurnRunnerProvider).TurnRunner()
 	res, err = runner.RunTurn(ctxFor(t), subagent.Turn{Session: "c", Provider: "acp",
 		State: json.RawMessage(`{"acpSessionId":"s1","cwd":"` + dir + `"}`),
 		Input: subagent.Message{Role: "user", Content: []subagent.Block{{Type: "text", Text: "again"}}}})

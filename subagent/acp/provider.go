@@ -46,7 +46,7 @@ func Register(rt *subagent.Runtime, sc *scope.Scope, cfg Config) (*Provider, err
 	if err != nil {
 		return nil, err
 	}
-	if _, err := rt.RegisterProvider(sc, p.Registered()); err != nil {
+	if _, err := rt.RegisterProvider(context.Background(), sc, p.Registered()); err != nil {
 		_ = eff.Run(context.Background())
 		return nil, err
 	}

@@ -331,7 +331,7 @@ func RunExternalProviderSuite(t *testing.T, f ExternalFactory, prompt string) {
 		require.NoError(t, err)
 		p := f(t, sys)
 		require.NotNil(t, p, "the factory built no provider")
-		_, err = rt.RegisterProvider(sys.Scope(), p)
+		_, err = rt.RegisterProvider(t.Context(), sys.Scope(), p)
 		require.NoError(t, err)
 		return &bench{rt: rt, p: p, name: p.Name()}
 	}

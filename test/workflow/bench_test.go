@@ -38,7 +38,7 @@ func newBenchEnv(b *testing.B, concurrency int64) *benchEnv {
 	sys, logs := troupetest.Served(b)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(b, err)
-	_, err = rt.RegisterProvider(sys.Scope(), newStub("stub"))
+	_, err = rt.RegisterProvider(b.Context(), sys.Scope(), newStub("stub"))
 	require.NoError(b, err)
 	eng, err := workflow.NewEngine(workflow.Host{Actors: sys.Actors(), Scope: sys.Scope(), Inspector: sys.Tree().PID(), Logger: slog.New(logs)},
 		sys.Scope(), rt, workflow.Config{Provider: str("stub"), MaxConcurrentAgents: i64(concurrency), DisposeGraceMs: i64(10)})

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, mutate ...func(*workflow.Config)) *env {
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
 	st := newStub("stub")
-	_, err = rt.RegisterProvider(sys.Scope(), st)
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), st)
 	require.NoError(t, err)
 	cfg := workflow.Config{Provider: str("stub"), MaxConcurrentAgents: i64(8)}
 	for _, m := range mutate {

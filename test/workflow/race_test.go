@@ -136,7 +136,7 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 	require.NoError(t, err)
 	st := newStub("stub-" + name)
 	st.set(func(s *stub) { s.mu.mode = manual })
-	_, err = w.rt.RegisterProvider(sc, st)
+	_, err = w.rt.RegisterProvider(t.Context(), sc, st)
 	require.NoError(t, err)
 	limit := 1 + rng.IntN(8)
 	eng, err := workflow.NewEngine(workflow.Host{Actors: w.sys.Actors(), Scope: sc, Inspector: w.sys.Tree().PID(), Logger: slog.New(w.logs)}, sc, w.rt,

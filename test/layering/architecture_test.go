@@ -242,3 +242,18 @@ func TestArchitectureNamesRealFiles(t *testing.T) {
 	}
 	require.Empty(t, missing, "files of actors/ the actors table of docs/ARCHITECTURE.md does not name")
 }
+
+// TestReadmeLinksTheArchitecture: README and docs/ARCHITECTURE.md describe one
+// house — the actors table lives on the page, and README's Actors section and
+// its Layout point to it.
+func TestReadmeLinksTheArchitecture(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
+	require.NoError(t, err)
+	readme := string(raw)
+	_, actors, ok := strings.Cut(readme, "\n## Actors\n")
+	require.True(t, ok, "README has an Actors section")
+	actors, _, _ = strings.Cut(actors, "\n## ")
+	require.Contains(t, actors, "(docs/ARCHITECTURE.md)", "README's Actors section links the actors table")
+	require.NotContains(t, actors, "| --- |", "the actors table lives in docs/ARCHITECTURE.md only")
+	require.Contains(t, readArchitecture(t), "\n## Actors\n")
+}

@@ -1,0 +1,249 @@
+package activation
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
+)
+
+// Bringing an Activation to life under the per-child lock: a start (SPEC §6.2) or a
+// cold resume, up to its first acceptance, and the directory's indexes (index and
+// unindex, the only places that add or remove an entry).
+
+// pending is an operation waiting for an Activation's first acceptance: a start
+// (rolled back on failure) or a cold resume.
+type pending struct {
+	start  *startReq
+	resume *followupReq
+}
+
+// parentEntry returns the Activation of a parent agent, if it is one.
+func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
+	if id, ok := d.byAgent[parent.PID().Id]; ok {
+		return d.acts[id]
+	}
+	return nil
+}
+
+// start is SPEC §6.2 steps 10–12 under the per-child lock: re-check admission, the
+// parent and the id, create the session, materialize, submit the first prompt.
+// The answer comes with firstAccepted; any failure rolls the child back entirely.
+func (d *directoryActor) start(c actor.Context, m *startReq) {
+	fail := func(err error) { m.reply <- startRes{err: err} }
+	if err := d.admission(m.parent); err != nil {
+		fail(err)
+		return
+	}
+	if !d.m.live(context.Background(), m.parent) {
+		fail(unauthorized("subagent %q requires the exact live parent agent to start it", m.id))
+		return
+	}
+	pe := d.parentEntry(m.parent)
+	if pe != nil && pe.closing {
+		fail(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id))
+		return
+	}
+	if a := d.disposingLineage(m.parent); a != nil {
+		fail(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session()))
+		return
+	}
+	if m.ctx.Err() != nil {
+		fail(context.Cause(m.ctx))
+		return
+	}
+	if _, ok := d.acts[m.id]; ok || d.m.registered(m.id) != nil {
+		fail(messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", m.id))
+		return
+	}
+	parentDepth, cwd := 0, ""
+	if pe != nil {
+		parentDepth, cwd = pe.depth, pe.cwd
+	} else if d.m.deps.Cwd != nil {
+		cwd = d.m.deps.Cwd(m.parent)
+	}
+	depth := max(parentDepth, m.req.Parent.Depth, m.req.Parent.SubagentDepth) + 1
+	if m.req.MaxDepth != nil && int64(depth) > *m.req.MaxDepth {
+		fail(&subagent.DepthError{AttemptedDepth: depth, MaxDepth: *m.req.MaxDepth})
+		return
+	}
+	ctx := context.Background()
+	var entries []session.Entry
+	for _, h := range m.seed {
+		entries = append(entries, session.Entry{Kind: session.EntryMessage, Role: h.Role, Content: fromBlocks(h.Content)})
+	}
+	seedLen := len(entries)
+	entries = append(entries, session.Entry{Kind: session.EntryDescriptor, Descriptor: m.descriptor})
+	h := session.Header{ID: m.id, ParentSession: m.parent.Session(), ParentKind: d.kindOf(m.parent),
+		Origin: "subagent", DelegationDepth: depth,
+		SeedLength: seedLen, Cwd: cwd, CreatedAt: d.m.now()}
+	if err := d.m.deps.Store.Create(ctx, h, entries); err != nil {
+		fail(err)
+		return
+	}
+	e, err := d.materialize(c, m.id, m.parent, m.label)
+	if err != nil {
+		_ = d.m.deps.Store.Delete(ctx, m.id)
+		fail(err)
+		return
+	}
+	e.starting = &pending{start: m}
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content,
+		source: session.Source{Kind: "user"}, ctx: m.ctx, first: true})
+}
+
+// submitFirst sends an Activation's first message; its answer comes back to the
+// directory as firstAccepted.
+func (d *directoryActor) submitFirst(c actor.Context, e *entry, s *submit) {
+	if pe := d.parentEntry(e.parent); pe != nil {
+		c.Send(pe.pid, &ownChild{id: e.id}) // owned before its first message can be accepted
+	}
+	root, self, id := c.ActorSystem().Root, c.Self(), e.id
+	s.reply = func(r acceptRes) { root.Send(self, &firstAccepted{id: id, res: r}) }
+	c.Send(e.pid, s)
+}
+
+func (d *directoryActor) firstAccepted(c actor.Context, m *firstAccepted) {
+	e := d.acts[m.id]
+	if e == nil || e.starting == nil {
+		return
+	}
+	p := e.starting
+	e.starting = nil
+	switch {
+	case p.start != nil && m.res.err != nil:
+		d.rollback(c, e)
+		p.start.reply <- startRes{err: m.res.err}
+	case p.start != nil:
+		p.start.reply <- startRes{childID: m.id, messageID: m.res.id}
+	default:
+		p.resume.reply <- m.res
+		if m.res.err != nil && !e.closing {
+			// A cold resume that accepted nothing: the Activation is settled.
+			d.settled(c, e.id)
+		}
+	}
+	d.redispatch(c, e)
+}
+
+// materialize activates the session (a new epoch) and spawns its Activation with
+// the child's own agent instance, registered under the child's session id.
+func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.Agent, label string) (*entry, error) {
+	snap, err := d.m.deps.Store.Activate(context.Background(), id)
+	if err != nil {
+		return nil, err
+	}
+	fault.Yield(PointDirectoryMaterialize)
+	// Each Activation gets a name of its own: the previous one of the same session
+	// may still be stopping (a name is free only once its actor has stopped).
+	d.spawned++
+	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
+	pidID := c.Self().Id + "/" + name
+	agent, err := d.m.deps.NewAgent(id, &childSurface{root: c.ActorSystem().Root,
+		pid: actor.NewPID(c.Self().Address, pidID)})
+	if err != nil {
+		if messages.CodeOf(err) == messages.CodeNoAgentRegistry {
+			return nil, unavailable()
+		}
+		return nil, err
+	}
+	ancestry := map[string]bool{parent.PID().Id: true}
+	for cur := parent.PID().Id; ; {
+		pid, ok := d.byAgent[cur]
+		if !ok {
+			break
+		}
+		cur = d.acts[pid].parent.PID().Id
+		ancestry[cur] = true
+	}
+	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: ancestry, owned: map[string]bool{}}
+	first := true
+	props := actor.PropsFromProducer(func() actor.Actor {
+		a := &activationActor{m: d.m, c: cr, core: NewCore()}
+		if first { // a restart re-creates the actor, which restores from the store
+			a.snap, first = snap, false
+		}
+		return a
+	})
+	if d.m.deps.Dispatcher != nil {
+		props = props.Configure(actor.WithDispatcher(d.m.deps.Dispatcher))
+	}
+	pid, err := c.SpawnNamed(props, name)
+	if err != nil {
+		_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), agent)
+		go func() { _ = agent.Dispose(context.Background()) }()
+		return nil, err
+	}
+	d.activationSpawned(c, pid, id)
+	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
+		parentKind: snap.Header.ParentKind, depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
+	d.index(e)
+	return e, nil
+}
+
+// index adds e to the directory and to every index.
+func (d *directoryActor) index(e *entry) {
+	d.acts[e.id] = e
+	d.byAgent[e.agent.PID().Id] = e.id
+	d.byPID[e.pid.Id] = e
+	parent := e.parent.PID().Id
+	if d.kids[parent] == nil {
+		d.kids[parent] = map[string]*entry{}
+	}
+	d.kids[parent][e.id] = e
+}
+
+// unindex removes e from the directory and from every index; an entry that is no
+// longer the one recorded for its id (already replaced) leaves the new one alone.
+func (d *directoryActor) unindex(e *entry) {
+	delete(d.failures, e.pid.Id)
+	if d.acts[e.id] == e {
+		delete(d.acts, e.id)
+	}
+	if d.byAgent[e.agent.PID().Id] == e.id {
+		delete(d.byAgent, e.agent.PID().Id)
+	}
+	if d.byPID[e.pid.Id] == e {
+		delete(d.byPID, e.pid.Id)
+	}
+	parent := e.parent.PID().Id
+	if set := d.kids[parent]; set[e.id] == e {
+		delete(set, e.id)
+		if len(set) == 0 {
+			delete(d.kids, parent)
+		}
+	}
+}
+
+// forget removes an entry whose Activation is gone or going: the child agent is
+// unregistered at once (no caller sees it after this message) and disposed in the
+// background, and the parent Activation releases it.
+func (d *directoryActor) forget(c actor.Context, e *entry) {
+	d.unindex(e)
+	_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), e.agent)
+	agent := e.agent
+	go func() { _ = agent.Dispose(context.Background()) }()
+	if pe := d.parentEntry(e.parent); pe != nil {
+		c.Send(pe.pid, &dropChild{id: e.id})
+	}
+}
+
+// rollback undoes a start that failed before acceptance (SPEC §6.2): handle
+// disposed, Activation removed, parent ownership released, session deleted, and
+// no settlement notice.
+func (d *directoryActor) rollback(c actor.Context, e *entry) {
+	d.forget(c, e)
+	d.stopping(e.pid, supervision.CauseTeardown)
+	c.Stop(e.pid)
+	_ = d.m.deps.Store.Delete(context.Background(), e.id)
+	d.checkWaits()
+}

@@ -1,0 +1,154 @@
+package activation
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+)
+
+// Routing to a live Activation: followups (SPEC §6.3; a cold resume when none is
+// resident) and interrupts (§6.4), and the parent of record a report or notice goes to.
+
+// kindOf is the namespace agent a speaks in as a parent: session.ParentSubagent for
+// the agent of one of this directory's Activations (a continuable child), "" for
+// any other (a top-level agent). Child ids and top-level session ids may collide as
+// strings — a model chooses child ids — so a parent of record is its session and
+// this kind together: a child whose id is "P" never speaks for top-level P's
+// children, nor P for that child's (docs/THREAT-MODEL.md).
+func (d *directoryActor) kindOf(a *owner.Agent) string {
+	if _, ok := d.byAgent[a.PID().Id]; ok {
+		return session.ParentSubagent
+	}
+	return ""
+}
+
+// recipient returns the owner actor registered now for a parent of record (s,
+// kind), or nil when none is or the registered one lives in the other namespace.
+func (d *directoryActor) recipient(s, kind string) *actor.PID {
+	pid := d.m.registered(s)
+	if pid == nil {
+		return nil
+	}
+	if _, child := d.byAgent[pid.Id]; child != (kind == session.ParentSubagent) {
+		return nil
+	}
+	return pid
+}
+
+// followup is SPEC §6.3's routing.
+func (d *directoryActor) followup(c actor.Context, m *followupReq) {
+	if err := d.admission(m.parent); err != nil {
+		m.reply <- acceptRes{err: err}
+		return
+	}
+	if e := d.acts[m.id]; e != nil {
+		if e.starting == nil && !e.closing && d.plantedResumeCold(c, m, e) {
+			return
+		}
+		if e.closing || e.starting != nil {
+			e.waiting = append(e.waiting, m) // retried once the lock is free
+			return
+		}
+		reply := m.reply
+		fault.Yield(PointDirectoryRoute)
+		c.Send(e.pid, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx,
+			reply: func(r acceptRes) { reply <- r }})
+		return
+	}
+	// Cold resume from the store; the provider is not called.
+	if m.ctx.Err() != nil {
+		m.reply <- acceptRes{err: context.Cause(m.ctx)}
+		return
+	}
+	head, err := d.m.deps.Store.Head(m.ctx, m.id) // the log is read once, by Activate
+	if err != nil {
+		if m.ctx.Err() != nil {
+			m.reply <- acceptRes{err: context.Cause(m.ctx)}
+			return
+		}
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id)}
+		return
+	}
+	if !d.m.live(context.Background(), m.parent) {
+		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
+		return
+	}
+	if head.Header.ParentSession != authorisedSession(m.parent, m.source) || head.Header.ParentKind != d.kindOf(m.parent) {
+		m.reply <- acceptRes{err: unauthorized("subagent %q belongs to another parent session", m.id)}
+		return
+	}
+	desc, err := ParseDescriptor(head.Descriptor)
+	if err != nil || desc.Mode != "continuable" {
+		if err != nil && desc.Version == DescriptorVersion {
+			m.reply <- acceptRes{err: err} // a corrupt current-version descriptor
+			return
+		}
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable,
+			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", m.id)}
+		return
+	}
+	if pe := d.parentEntry(m.parent); pe != nil && pe.closing {
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id)}
+		return
+	}
+	if a := d.disposingLineage(m.parent); a != nil {
+		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session())}
+		return
+	}
+	e, err := d.materialize(c, m.id, m.parent, desc.Label)
+	if err != nil {
+		m.reply <- acceptRes{err: err}
+		return
+	}
+	e.starting = &pending{resume: m}
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx})
+}
+
+// redispatch runs again the operations that waited on e's lock.
+func (d *directoryActor) redispatch(c actor.Context, e *entry) {
+	ops := e.waiting
+	e.waiting = nil
+	for _, op := range ops {
+		c.Send(c.Self(), op)
+	}
+}
+
+// interrupt is SPEC §6.4's admission: ancestor checks before the lookup, then the
+// target's own checks (in its Activation), which answers once admitted.
+func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
+	if a := m.auth.Ancestor; a != nil {
+		if !d.m.live(context.Background(), a) {
+			m.reply <- unauthorized("interrupting %q requires the exact live ancestor agent", m.target)
+			return
+		}
+		if a.Session() == m.target {
+			m.reply <- unauthorized("agent %q cannot interrupt itself", a.Session())
+			return
+		}
+	}
+	e := d.acts[m.target]
+	if e == nil {
+		m.reply <- nil // an accepted no-op
+		return
+	}
+	reply := m.reply
+	c.Send(e.pid, &interrupt{auth: m.auth, reply: func(err error) { reply <- err }})
+}
+
+// children returns the resident entries a parent agent started.
+func (d *directoryActor) children(parent *owner.Agent) []*entry {
+	set := d.kids[parent.PID().Id]
+	out := make([]*entry, 0, len(set))
+	for _, e := range set {
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package registry
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// The agent registry (SPEC §1.3 rule 27): session id → the registered instance;
+// its authority rules are in auth.go.
+
+// sessionOf returns the session of an owner PID: from its owner entry (it owns
+// jobs) or from the agent registry's reverse index; "" if it is neither.
+func (r *registryActor) sessionOf(pid *actor.PID) string {
+	if o := r.owners[pid.Id]; o != nil {
+		return o.session
+	}
+	if s, ok := r.agentOf[pid.Id]; ok {
+		if p := r.agents[s]; p != nil && p.Equal(pid) {
+			return s
+		}
+	}
+	return ""
+}
+
+// registerAgent makes pid the registered instance of session s, replacing (and
+// unindexing) any previous one — the caller has checked the registration rule
+// (agent). A new instance gets a fresh wire credential; the old one's is revoked.
+func (r *registryActor) registerAgent(s string, pid *actor.PID) {
+	old := r.agents[s]
+	if old != nil && old.Equal(pid) {
+		return // registered already: the credential stays
+	}
+	if old != nil {
+		delete(r.agentOf, old.Id)
+	}
+	r.agents[s] = pid
+	r.agentOf[pid.Id] = s
+	r.secrets[s] = mintSecret()
+}
+
+// unregisterAgent removes pid from the agent registry if it is the instance
+// registered for s (a same-session replacement stays).
+func (r *registryActor) unregisterAgent(s string, pid *actor.PID) {
+	if p := r.agents[s]; p != nil && p.Equal(pid) {
+		delete(r.agents, s)
+		delete(r.agentOf, pid.Id)
+		delete(r.secrets, s)
+	}
+}
+
+// agent registers or unregisters an instance under the registration rule: a
+// session's live registered instance is displaced only by a replace that holds its
+// handle (ReplaceAgent); otherwise it must be unregistered (disposed) first.
+func (r *registryActor) agent(c actor.Context, m *agentReq) error {
+	s := m.agent.Session()
+	if s == "" {
+		return owner.ErrEmptySession() // "" is the no-caller identity, never an agent's
+	}
+	if m.unregister {
+		r.unregisterAgent(s, m.agent.PID())
+		return nil
+	}
+	if r.agentMounts == 0 {
+		return &messages.Error{Code: messages.CodeNoAgentRegistry, Message: TextNoAgentRegistry}
+	}
+	if o := r.owners[m.agent.PID().Id]; (o != nil && o.tornDown) || m.agent.Scope().Disposed() || !r.alive(c, m.agent.PID()) {
+		return messages.Errorf(messages.CodeOwnerNotLive, "agent %q has been torn down and cannot be registered again", s)
+	}
+	if err := r.mayRegister(s, m.agent.PID(), m.replaces); err != nil {
+		return err
+	}
+	r.registerAgent(s, m.agent.PID())
+	return nil
+}
+
+// alive reports whether pid's actor still runs on this node. An owner actor sends
+// its Stopped once it is out of protoactor's process registry, so after that
+// Stopped is processed, its incarnation reads dead here: the registry keeps no
+// tombstone of its own.
+func (r *registryActor) alive(c actor.Context, pid *actor.PID) bool {
+	_, ok := c.ActorSystem().ProcessRegistry.GetLocal(pid.Id)
+	return ok
+}

@@ -1,0 +1,118 @@
+package registry
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Routing the job requests (read, kill, wait): the session fence first, then to
+// the live job actor, or answered from the settled record (index.go).
+
+// access is the unknown-id check, then the session fence (SPEC §2.5).
+func (r *registryActor) access(id, caller string) (*record, error) {
+	if r.disposed {
+		return nil, errDisposed()
+	}
+	rec := r.idx.get(id)
+	if rec == nil {
+		// The id is the caller's (the model's job_id): echoed bounded and valid.
+		id = job.CleanID(id)
+		return nil, &messages.Error{Code: messages.CodeNotFound, Message: "unknown job " + id,
+			Details: map[string]string{"jobId": id, "sessionId": caller}}
+	}
+	if rec.owner != nil && rec.owner.session != caller {
+		return nil, &messages.Error{Code: messages.CodeForeign, Message: "job " + id + " belongs to another session",
+			Details: map[string]string{"jobId": id, "sessionId": caller}}
+	}
+	return rec, nil
+}
+
+func (r *registryActor) read(c actor.Context, m *job.Read) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.ReadResult{Err: err}
+		return
+	}
+	if rec.live() {
+		c.Send(rec.pid, m)
+		return
+	}
+	text := rec.output
+	if rec.stream {
+		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
+			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}}
+			return
+		}
+		text = job.ValidText(text)
+	}
+	rec.reported = true
+	m.Reply <- job.ReadResult{Text: text, Snapshot: rec.snapshot()}
+}
+
+func (r *registryActor) kill(c actor.Context, m *job.Kill) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.KillResult{Err: err}
+		return
+	}
+	if rec.live() {
+		// Cleaned once, here: the producer's Cancel and the recorded reason get the
+		// same valid, bounded text (job.MaxReasonBytes).
+		m.Reason = job.CleanReason(m.Reason)
+		c.Send(rec.pid, m)
+		return
+	}
+	if !m.NoClaim {
+		rec.reported = true
+	}
+	m.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_ALREADY_FINISHED, Snapshot: rec.snapshot()}
+}
+
+func (r *registryActor) wait(c actor.Context, m *job.Wait) {
+	rec, err := r.access(m.ID, m.Caller)
+	if err != nil {
+		m.Reply <- job.WaitResult{Err: err}
+		return
+	}
+	if m.Timeout <= 0 {
+		m.Reply <- job.WaitResult{Err: messages.Errorf(messages.CodeInvalidWaitTimeout,
+			"invalid wait timeout: expected a positive number of milliseconds, got %s", jsonMillis(m.Timeout))}
+		return
+	}
+	if rec.live() {
+		c.Send(rec.pid, m)
+		return
+	}
+	rec.reported = true
+	m.Reply <- job.WaitResult{Snapshot: rec.snapshot()}
+}
+
+// jsonMillis renders a duration in milliseconds as JSON.stringify renders the number.
+func jsonMillis(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+}
+
+func (r *registryActor) stopRequested(m *job.StopRequested) {
+	rec := r.idx.get(m.ID)
+	if rec == nil {
+		return
+	}
+	if rec.live() {
+		rec.status = job.Stopping
+		rec.reported = m.Reported
+		r.stopLanded(rec.ID, stopCause(m))
+	}
+	// SPEC §2.7: set stopping, fire onJobsChanged, then return requested — the
+	// change is announced before the killer learns of it (as start's is). The
+	// snapshot is the one this message committed (§1.3 rule 6).
+	snap := rec.snapshot()
+	r.fireChanged(rec.owner)
+	if m.Kill != nil {
+		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: snap}
+	}
+}

@@ -267,7 +267,9 @@ func (rt *Runtime) Resolve(ctx context.Context, name string, req Request) (Provi
 // start. On success the run is published: subagent/start is emitted, and
 // subagent/end follows once its result settles. parent may be nil.
 func (rt *Runtime) Start(ctx context.Context, name string, req Request, parent *owner.Agent) (*Run, error) {
-	p, resolved, err := rt.Resolve(ctx, name, req)
+	// The checks do not end with ctx: a cancelled start is the provider's to answer
+	// (SPEC §5.2: CANCELLED, and a provider may still start and dispose a stray run).
+	p, resolved, err := rt.Resolve(context.WithoutCancel(ctx), name, req)
 	if err != nil {
 		return nil, err
 	}

@@ -14,25 +14,26 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/troupetest"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // WORKFLOW.md 6.6 Cancellation
 
 func TestWorkflowW29_CancelReachesTheChild(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("return await agent('long job')"))
-	r := e.stub.awaitStarts(t, 1)[0]
-	e.events.await(t, run.ID(), workflow.EventAgentStart)
+	r := e.stub.AwaitStarts(t, 1)[0]
+	e.events.Await(t, run.ID(), workflow.EventAgentStart)
 	run.Cancel("user stopped it")
 	res := result(t, run)
 	require.Equal(t, workflow.StopCancelled, res.StopReason)
 	require.Equal(t, "workflow run cancelled: user stopped it", res.Error)
 	require.Equal(t, "null", string(res.Value))
-	require.Equal(t, "user stopped it", context.Cause(r.ctx).Error())
+	require.Equal(t, "user stopped it", context.Cause(r.Ctx).Error())
 	e.dispose(run)
-	require.Equal(t, 1, e.stub.disposes(r))
-	evs := e.events.of(run.ID())
+	require.Equal(t, 1, e.stub.Disposes(r))
+	evs := e.events.Of(run.ID())
 	ends := filter(evs, workflow.EventAgentEnd)
 	require.Len(t, ends, 1)
 	require.Equal(t, 1, ends[0].Agent.Seq)
@@ -42,7 +43,7 @@ func TestWorkflowW29_CancelReachesTheChild(t *testing.T) {
 
 func TestWorkflowW30_StartSignalAndCancelReasons(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	run, err := e.eng.Start(done, e.request("log('ran')\nreturn 123"))
@@ -50,25 +51,25 @@ func TestWorkflowW30_StartSignalAndCancelReasons(t *testing.T) {
 	res := result(t, run)
 	e.dispose(run)
 	require.Equal(t, workflow.Result{Value: []byte("null"), StopReason: workflow.StopCancelled, Error: "workflow run cancelled: workflow start signal already aborted"}, res)
-	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventLog))
-	require.Empty(t, e.stub.runs())
+	require.Empty(t, filter(e.events.Of(run.ID()), workflow.EventLog))
+	require.Empty(t, e.stub.Runs())
 
 	live, stop := context.WithCancel(context.Background())
 	run, err = e.eng.Start(live, e.request("return await agent('job')"))
 	require.NoError(t, err)
-	e.stub.awaitStarts(t, 1)
+	e.stub.AwaitStarts(t, 1)
 	stop()
 	require.Equal(t, "workflow run cancelled: workflow signal aborted", result(t, run).Error)
 	e.dispose(run)
 
 	run = e.start(e.request("return await agent('never')"))
-	e.stub.awaitStarts(t, 2)
+	e.stub.AwaitStarts(t, 2)
 	run.Cancel("")
 	run.Cancel("later")
 	require.Equal(t, "workflow run cancelled: workflow cancelled", result(t, run).Error)
 	e.dispose(run)
 
-	e.stub.set(func(s *stub) { s.mu.mode = auto })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = auto })
 	live, stop = context.WithCancel(context.Background())
 	run, err = e.eng.Start(live, e.request("return await agent('quick')"))
 	require.NoError(t, err)
@@ -78,24 +79,24 @@ func TestWorkflowW30_StartSignalAndCancelReasons(t *testing.T) {
 	run.Cancel("x")
 	e.dispose(run)
 	require.Equal(t, res, result(t, run))
-	require.Len(t, filter(e.events.of(run.ID()), workflow.EventEnd), 1)
-	require.Equal(t, workflow.StopCompleted, filter(e.events.of(run.ID()), workflow.EventEnd)[0].Result.StopReason)
-	require.Len(t, e.stub.runs(), 3, "no stub run was added")
-	require.Equal(t, 1, e.stub.disposes(e.stub.runs()[2]), "the completed run's child was disposed once, by its settlement")
+	require.Len(t, filter(e.events.Of(run.ID()), workflow.EventEnd), 1)
+	require.Equal(t, workflow.StopCompleted, filter(e.events.Of(run.ID()), workflow.EventEnd)[0].Result.StopReason)
+	require.Len(t, e.stub.Runs(), 3, "no stub run was added")
+	require.Equal(t, 1, e.stub.Disposes(e.stub.Runs()[2]), "the completed run's child was disposed once, by its settlement")
 }
 
 func TestWorkflowW31_HooksKeepThrowingAfterCancel(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("phase('before')\ntry { await agent('x') } catch (e) {}\ntry { phase('after') } catch (e) {}\ntry { log('after') } catch (e) {}\ntry { await parallel([() => 'ran']) } catch (e) {}\ntry { await pipeline(['item'], p => p) } catch (e) {}\nreturn 'survived by catching'"))
-	e.stub.awaitStarts(t, 1)
-	e.events.await(t, run.ID(), workflow.EventAgentStart)
+	e.stub.AwaitStarts(t, 1)
+	e.events.Await(t, run.ID(), workflow.EventAgentStart)
 	run.Cancel("stop everything")
 	res := result(t, run)
 	e.dispose(run)
 	require.Equal(t, workflow.StopCancelled, res.StopReason)
 	require.Equal(t, "workflow run cancelled: stop everything", res.Error)
-	evs := e.events.of(run.ID())
+	evs := e.events.Of(run.ID())
 	phases := filter(evs, workflow.EventPhase)
 	require.Len(t, phases, 1)
 	require.Equal(t, "before", phases[0].Title)
@@ -108,14 +109,14 @@ func TestWorkflowW31_HooksKeepThrowingAfterCancel(t *testing.T) {
 func TestWorkflowW32_GraceSettlesAParkedScript(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.DisposeGraceMs = i64(50) })
 	run := e.start(e.request("await new Promise(() => {})\nreturn 'unreachable'"))
-	e.events.await(t, run.ID(), workflow.EventStart)
+	e.events.Await(t, run.ID(), workflow.EventStart)
 	began := time.Now()
 	run.Cancel("user aborted")
 	res := result(t, run)
 	require.Less(t, time.Since(began), 2*time.Second)
 	require.Equal(t, workflow.Result{Value: []byte("null"), StopReason: workflow.StopCancelled, Error: "workflow run cancelled: user aborted"}, res)
 	e.dispose(run)
-	ends := filter(e.events.of(run.ID()), workflow.EventEnd)
+	ends := filter(e.events.Of(run.ID()), workflow.EventEnd)
 	require.Len(t, ends, 1)
 	require.Equal(t, workflow.ResultInfo{StopReason: workflow.StopCancelled, Error: "workflow run cancelled: user aborted"}, ends[0].Result)
 }
@@ -139,33 +140,33 @@ func TestWorkflowW33_DisposeBoundsAndIsIdempotent(t *testing.T) {
 
 func TestWorkflowW34_StrayCallAfterSettlement(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.deferred = true })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Deferred = true })
 	run := e.start(e.request("agent('stray')\nreturn 'done'"))
 	res := result(t, run)
 	require.Equal(t, `"done"`, string(res.Value), res.Error)
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	e.dispose(run)
 	select {
-	case <-r.returned:
+	case <-r.Returned:
 	default:
 		t.Fatal("Dispose returned before the stray's Start did")
 	}
-	require.Equal(t, "workflow settled", context.Cause(r.ctx).Error())
-	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentStart))
-	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentEnd))
+	require.Equal(t, "workflow settled", context.Cause(r.Ctx).Error())
+	require.Empty(t, filter(e.events.Of(run.ID()), workflow.EventAgentStart))
+	require.Empty(t, filter(e.events.Of(run.ID()), workflow.EventAgentEnd))
 }
 
 func TestWorkflowW40_CancelClosesEveryPublishedCall(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("await parallel([() => agent('a'), () => agent('b')])\nreturn 'unreachable'"))
-	e.stub.awaitStarts(t, 2)
-	e.events.awaitN(t, run.ID(), workflow.EventAgentStart, 2)
+	e.stub.AwaitStarts(t, 2)
+	e.events.AwaitN(t, run.ID(), workflow.EventAgentStart, 2)
 	run.Cancel("user stop")
 	res := result(t, run)
 	e.dispose(run)
 	require.Equal(t, workflow.StopCancelled, res.StopReason)
-	evs := e.events.of(run.ID())
+	evs := e.events.Of(run.ID())
 	ends := filter(evs, workflow.EventAgentEnd)
 	require.Len(t, ends, 2)
 	require.NotEqual(t, ends[0].Agent.Seq, ends[1].Agent.Seq)
@@ -180,10 +181,10 @@ func TestWorkflowW40_CancelClosesEveryPublishedCall(t *testing.T) {
 func TestWorkflowW42_ScriptCrashSettlesErrorAndReaps(t *testing.T) {
 	e := newEnv(t)
 	var handle atomic.Pointer[workflow.Run]
-	e.stub.set(func(s *stub) {
-		s.mu.neverSettle = true
-		s.mu.disposeErr = errors.New("dispose exploded during reap")
-		s.mu.onCtx = func() {
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.NeverSettle = true
+		s.DisposeErr = errors.New("dispose exploded during reap")
+		s.OnCtx = func() {
 			if r := handle.Load(); r != nil {
 				r.Cancel("reentered")
 			}
@@ -191,16 +192,16 @@ func TestWorkflowW42_ScriptCrashSettlesErrorAndReaps(t *testing.T) {
 	})
 	run := e.start(e.request("return await agent('doomed')"))
 	handle.Store(run)
-	e.events.await(t, run.ID(), workflow.EventAgentStart)
+	e.events.Await(t, run.ID(), workflow.EventAgentStart)
 	run.CrashScript()
 	res := result(t, run)
 	require.Equal(t, workflow.StopError, res.StopReason)
 	require.Equal(t, "workflow script failed: injected script crash", res.Error)
 	require.Equal(t, 1, res.AgentsStarted)
 	e.dispose(run)
-	r := e.stub.runs()[0]
-	require.Equal(t, "workflow script gone", context.Cause(r.ctx).Error())
-	evs := e.events.of(run.ID())
+	r := e.stub.Runs()[0]
+	require.Equal(t, "workflow script gone", context.Cause(r.Ctx).Error())
+	evs := e.events.Of(run.ID())
 	n := len(evs)
 	require.Equal(t, []string{workflow.EventAgentEnd, workflow.EventEnd}, types(evs[n-2:]))
 	require.Equal(t, 1, evs[n-2].Agent.Seq)
@@ -220,22 +221,22 @@ func TestWorkflowW45_EventInvariantsAndRunIdentity(t *testing.T) {
 	for _, run := range []*workflow.Run{a, b} {
 		result(t, run)
 		e.dispose(run)
-		start := e.events.of(run.ID())[0]
+		start := e.events.Of(run.ID())[0]
 		require.Equal(t, workflow.EventStart, start.Type)
 		require.Equal(t, run.Meta(), start.Run.Meta)
 		require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, run.ID())
 	}
 	// the checker itself fails on a broken stream
 	bad := newRecorder()
-	bad.hear(workflow.Event{Type: workflow.EventAgentStart, Run: workflow.RunInfo{ID: "r"}})
-	bad.hear(workflow.Event{Type: workflow.EventStart, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}})
-	bad.hear(workflow.Event{Type: workflow.EventAgentStart, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}, Agent: workflow.AgentInfo{Seq: 1, ChildID: "c"}})
-	bad.hear(workflow.Event{Type: workflow.EventEnd, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}, Result: workflow.ResultInfo{StopReason: workflow.StopCompleted}})
+	bad.Hear(workflow.Event{Type: workflow.EventAgentStart, Run: workflow.RunInfo{ID: "r"}})
+	bad.Hear(workflow.Event{Type: workflow.EventStart, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}})
+	bad.Hear(workflow.Event{Type: workflow.EventAgentStart, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}, Agent: workflow.AgentInfo{Seq: 1, ChildID: "c"}})
+	bad.Hear(workflow.Event{Type: workflow.EventEnd, Run: workflow.RunInfo{ID: "r", Meta: workflow.Meta{Name: "n", Description: "d"}}, Result: workflow.ResultInfo{StopReason: workflow.StopCompleted}})
 	require.Equal(t, []string{
 		`workflow event has no matching workflow/start for run "r"`,
 		"workflow/end has 1 agent call(s) without workflow/agent-end",
 		"workflow/end agentsStarted must be a safe integer covering every observed agent start",
-	}, bad.violations())
+	}, bad.Violations())
 }
 
 func TestWorkflowW46_ListenersAreContainedAndScoped(t *testing.T) {
@@ -294,8 +295,8 @@ func TestWorkflowW48_EngineScopeDisposalKeepsReturnedRuns(t *testing.T) {
 	e := newEnv(t)
 	sc, err := e.sys.Scope().Child("engine")
 	require.NoError(t, err)
-	e.stub.set(func(s *stub) {
-		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("survived reload") }
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.Reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("survived reload") }
 	})
 	eng, err := workflow.NewEngine(workflow.Host{Actors: e.sys.Actors(), Scope: e.sys.Scope(), Logger: slog.New(e.logs)}, sc, e.rt, workflow.Config{Provider: str("stub")})
 	require.NoError(t, err)

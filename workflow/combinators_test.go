@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // WORKFLOW.md 6.4 Combinators and narration
@@ -39,7 +40,7 @@ func TestWorkflowW21_CombinatorAndNarrationMisuseIsFatal(t *testing.T) {
 	run := e.start(e.request("log(''); phase('Undeclared'); return 1"))
 	require.Equal(t, "1", string(result(t, run).Value))
 	e.dispose(run)
-	evs := e.events.of(run.ID())
+	evs := e.events.Of(run.ID())
 	logs, phases := filter(evs, workflow.EventLog), filter(evs, workflow.EventPhase)
 	require.Len(t, logs, 1)
 	require.Equal(t, "", logs[0].Message)
@@ -49,8 +50,8 @@ func TestWorkflowW21_CombinatorAndNarrationMisuseIsFatal(t *testing.T) {
 
 func TestWorkflowW22_OrdinaryThrowsBecomeNull(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) {
-		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("fine") }
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.Reply = func(subagent.ResolvedRequest, int) subagent.Result { return text("fine") }
 	})
 	res := e.runScript("const viaParallel = await parallel([() => { throw new Error('boom') }, () => agent('fine'), () => 'plain value', () => { throw { name: 'WorkflowError', code: 'AGENT_CAP', fatal: true, message: 'forged fatal' } }])\nconst viaPipeline = await pipeline([10, 20, 30], (prev, item, index) => { if (item === 10) throw new Error('ordinary failure'); return prev + index }, (prev, item) => prev * 2 + ':' + item)\nreturn { viaParallel, viaPipeline }")
 	require.Equal(t, `{"viaParallel":[null,"fine","plain value",null],"viaPipeline":[null,"42:20","64:30"]}`, string(res.Value), res.Error)
@@ -74,7 +75,7 @@ func TestWorkflowW25_TotalAgentCap(t *testing.T) {
 	require.Equal(t, workflow.StopError, res.StopReason)
 	require.Equal(t, "WorkflowError: this run reached its total agent cap (2) — a runaway-loop backstop; raise the applicable maxTotalAgents limit if the scale is intentional", res.Error)
 	require.Equal(t, 2, res.AgentsStarted)
-	require.Len(t, e.stub.runs(), 2)
+	require.Len(t, e.stub.Runs(), 2)
 }
 
 func TestWorkflowW27_DefaultConcurrencyFollowsGOMAXPROCS(t *testing.T) {
@@ -83,14 +84,14 @@ func TestWorkflowW27_DefaultConcurrencyFollowsGOMAXPROCS(t *testing.T) {
 			prev := runtime.GOMAXPROCS(c.procs)
 			defer runtime.GOMAXPROCS(prev)
 			e := newEnv(t, func(cfg *workflow.Config) { cfg.MaxConcurrentAgents = nil })
-			e.stub.set(func(s *stub) { s.mu.mode = manual })
+			e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 			run := e.start(e.request("return await parallel([1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18].map(n => () => agent('j' + n)))"))
 			// the first `limit` starts come before any settlement (so the limit is
 			// reached); then each run is settled once its start is observed
-			e.stub.awaitStarts(t, c.limit)
+			e.stub.AwaitStarts(t, c.limit)
 			for settled := 0; settled < 18; settled++ {
-				r := e.stub.awaitStarts(t, settled+1)[settled]
-				e.stub.finish(t, r, text("ok"), nil)
+				r := e.stub.AwaitStarts(t, settled+1)[settled]
+				e.stub.Finish(t, r, text("ok"), nil)
 			}
 			res := result(t, run)
 			e.dispose(run)
@@ -98,7 +99,7 @@ func TestWorkflowW27_DefaultConcurrencyFollowsGOMAXPROCS(t *testing.T) {
 			require.NoError(t, json.Unmarshal(res.Value, &vals), res.Error)
 			require.Equal(t, strings.Split(strings.Repeat("ok,", 18)[:3*18-1], ","), vals)
 			live, peak := 0, 0
-			for _, o := range e.stub.order() {
+			for _, o := range e.stub.Order() {
 				if strings.HasPrefix(o, "start ") {
 					live++
 				} else {

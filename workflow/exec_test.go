@@ -11,15 +11,16 @@ import (
 
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // WORKFLOW.md 6.2 Script execution
 
 func TestWorkflowW7_PhasesLogsPipelineAndEvents(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) {
+	e.stub.Set(func(s *workflowtest.Behaviour) {
 		// starts run concurrently, so the index is the item's (from the prompt), not the start order
-		s.mu.reply = func(r subagent.ResolvedRequest, _ int) subagent.Result {
+		s.Reply = func(r subagent.ResolvedRequest, _ int) subagent.Result {
 			return text("answer-" + strconv.Itoa(map[string]int{"read a.ts": 0, "read b.ts": 1}[r.Prompt]))
 		}
 	})
@@ -30,12 +31,12 @@ func TestWorkflowW7_PhasesLogsPipelineAndEvents(t *testing.T) {
 	res := result(t, run)
 	e.dispose(run)
 	require.Equal(t, workflow.Result{Value: json.RawMessage(`{"answers":["answer-0","answer-1"],"count":2}`), StopReason: workflow.StopCompleted, AgentsStarted: 2}, res)
-	runs := e.stub.runs()
+	runs := e.stub.Runs()
 	require.Len(t, runs, 2)
 	for _, r := range runs {
-		require.Equal(t, 1, e.stub.disposes(r), "every stub run was disposed")
+		require.Equal(t, 1, e.stub.Disposes(r), "every stub run was disposed")
 	}
-	evs := e.events.of(run.ID())
+	evs := e.events.Of(run.ID())
 	require.Equal(t, workflow.EventStart, evs[0].Type)
 	require.Equal(t, workflow.EventEnd, evs[len(evs)-1].Type)
 	var phases, logs []string
@@ -50,7 +51,7 @@ func TestWorkflowW7_PhasesLogsPipelineAndEvents(t *testing.T) {
 	starts, ends := filter(evs, workflow.EventAgentStart), filter(evs, workflow.EventAgentEnd)
 	require.Len(t, starts, 2)
 	require.Len(t, ends, 2)
-	ids := map[string]bool{runs[0].id: true, runs[1].id: true}
+	ids := map[string]bool{runs[0].ID: true, runs[1].ID: true}
 	for _, ev := range ends {
 		require.Equal(t, workflow.OutcomeCompleted, ev.Outcome)
 		require.True(t, ids[ev.Agent.ChildID], ev.Agent.ChildID)

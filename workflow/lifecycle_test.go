@@ -9,32 +9,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // A provider call that outlasts the dispose grace is abandoned by the run, not
 // leaked: when it finally returns a run, that run is disposed.
 func TestWorkflowAbandonedStartIsDisposedWhenItReturns(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.DisposeGraceMs = i64(30) })
-	e.stub.set(func(s *stub) { s.mu.deferred, s.mu.ctxDeaf = true, true })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Deferred, s.CtxDeaf = true, true })
 	run := e.start(e.request("return await agent('deaf')"))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	began := time.Now()
 	e.dispose(run)
 	require.Less(t, time.Since(began), 2*time.Second, "Dispose is bounded by the grace")
 	require.Equal(t, "workflow run cancelled: workflow disposed", result(t, run).Error)
-	r.publish <- nil // the deaf provider finally publishes
-	e.stub.await(t, "the abandoned run's dispose", func() bool { return e.stub.disposes(r) == 1 })
+	r.Publish <- nil // the deaf provider finally publishes
+	e.stub.Await(t, "the abandoned run's dispose", func() bool { return e.stub.Disposes(r) == 1 })
 }
 
 // System shutdown (the global scope's disposal) cancels and disposes every live run
 // with "workflow engine stopped", then stops the engine; later starts are refused.
 func TestWorkflowShutdownStopsLiveRuns(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.DisposeGraceMs = i64(50) })
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	parked := e.start(e.request("await new Promise(() => {})"))
 	waiting := e.start(e.request("return await agent('p')"))
-	r := e.stub.awaitStarts(t, 1)[0]
-	e.events.await(t, waiting.ID(), workflow.EventAgentStart)
+	r := e.stub.AwaitStarts(t, 1)[0]
+	e.events.Await(t, waiting.ID(), workflow.EventAgentStart)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, e.sys.Shutdown(ctx))
@@ -44,8 +45,8 @@ func TestWorkflowShutdownStopsLiveRuns(t *testing.T) {
 		require.Equal(t, "workflow run cancelled: workflow engine stopped", res.Error)
 		require.NoError(t, run.Dispose(ctx))
 	}
-	require.Equal(t, 1, e.stub.disposes(r))
-	require.Equal(t, "workflow engine stopped", context.Cause(r.ctx).Error())
+	require.Equal(t, 1, e.stub.Disposes(r))
+	require.Equal(t, "workflow engine stopped", context.Cause(r.Ctx).Error())
 	_, err := e.eng.Start(ctx, e.request("return 1"))
 	require.ErrorIs(t, err, workflow.ErrStopped)
 }
@@ -54,18 +55,18 @@ func TestWorkflowShutdownStopsLiveRuns(t *testing.T) {
 // start strictly in the order their agent() calls were accepted.
 func TestWorkflowSlotsPassInAcceptanceOrder(t *testing.T) {
 	e := newEnv(t, func(c *workflow.Config) { c.MaxConcurrentAgents = i64(1) })
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("return await parallel(['a', 'b', 'c', 'd'].map(p => () => agent(p)))"))
 	for i, want := range []string{"a", "b", "c", "d"} {
-		r := e.stub.awaitStarts(t, i+1)[i]
-		require.Equal(t, want, r.req.Prompt)
-		e.stub.finish(t, r, text(want+"!"), nil)
+		r := e.stub.AwaitStarts(t, i+1)[i]
+		require.Equal(t, want, r.Req.Prompt)
+		e.stub.Finish(t, r, text(want+"!"), nil)
 	}
 	res := result(t, run)
 	e.dispose(run)
 	require.Equal(t, `["a!","b!","c!","d!"]`, string(res.Value), res.Error)
 	live, peak := 0, 0
-	for _, o := range e.stub.order() {
+	for _, o := range e.stub.Order() {
 		if o[:6] == "start " {
 			live++
 		} else {
@@ -80,23 +81,23 @@ func TestWorkflowSlotsPassInAcceptanceOrder(t *testing.T) {
 // actor; a failing dispose is logged (WORKFLOW.md 3.7), and no agent event follows.
 func TestWorkflowRunReturnedAfterClosureIsRefusedAndDisposed(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) {
-		s.mu.deferred, s.mu.ctxDeaf = true, true
-		s.mu.disposeErr = errors.New("refused dispose exploded")
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.Deferred, s.CtxDeaf = true, true
+		s.DisposeErr = errors.New("refused dispose exploded")
 	})
 	run := e.start(e.request("try { await agent('late') } catch (e) { return e.code }"))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	run.Cancel("closed first")
-	r.publish <- nil
+	r.Publish <- nil
 	res := result(t, run)
 	require.Equal(t, workflow.StopCancelled, res.StopReason)
 	e.dispose(run)
-	e.stub.await(t, "the refused run's dispose", func() bool { return e.stub.disposes(r) == 1 })
+	e.stub.Await(t, "the refused run's dispose", func() bool { return e.stub.Disposes(r) == 1 })
 	require.Eventually(t, func() bool {
 		return e.logs.Contains("workflow: refused child dispose failed: refused dispose exploded")
 	},
 		5*time.Second, time.Millisecond)
-	require.Empty(t, filter(e.events.of(run.ID()), workflow.EventAgentStart))
+	require.Empty(t, filter(e.events.Of(run.ID()), workflow.EventAgentStart))
 }
 
 // Prepare publishes nothing; Launch dispatches workflow/start before it returns, a
@@ -114,10 +115,10 @@ func TestWorkflowPrepareLaunchObserve(t *testing.T) {
 	req.Observe = func(ev workflow.Event) { order = append(order, "observe "+ev.Type) }
 	p, err := e.eng.Prepare(req)
 	require.NoError(t, err)
-	require.Empty(t, e.events.all(), "Prepare publishes nothing")
+	require.Empty(t, e.events.All(), "Prepare publishes nothing")
 	run, err := p.Launch(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, workflow.EventStart, e.events.of(run.ID())[0].Type, "workflow/start is dispatched before Launch returns")
+	require.Equal(t, workflow.EventStart, e.events.Of(run.ID())[0].Type, "workflow/start is dispatched before Launch returns")
 	again, err := p.Launch(context.Background())
 	require.NoError(t, err)
 	require.Same(t, run, again)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // SPEC cases 181–183 (WORKFLOW.md's W5, W10 and W14 restate them in full).
@@ -25,7 +26,7 @@ func TestSpec181_MaxTotalAgentsChecksAreSynchronous(t *testing.T) {
 		require.Equal(t, workflow.CodeInvalidArgument, code)
 		require.Equal(t, msg, got)
 	}
-	require.Empty(t, e.events.all())
+	require.Empty(t, e.events.All())
 }
 
 func TestSpec182_RunTimeThrowResolvesError(t *testing.T) {
@@ -39,8 +40,8 @@ func TestSpec182_RunTimeThrowResolvesError(t *testing.T) {
 
 func TestSpec183_MaxTokensChildIsNullAndTheRunCompletes(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) {
-		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result {
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.Reply = func(subagent.ResolvedRequest, int) subagent.Result {
 			return subagent.Result{StopReason: subagent.StopMaxTokens}
 		}
 	})

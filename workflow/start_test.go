@@ -27,7 +27,7 @@ func TestWorkflowW1_MetaNormalizesToItsJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, meta, string(got))
 	}
-	require.Empty(t, e.events.all(), "Prepare publishes nothing")
+	require.Empty(t, e.events.All(), "Prepare publishes nothing")
 }
 
 func TestWorkflowW2_InvalidMetaCollectsEveryViolation(t *testing.T) {
@@ -64,8 +64,8 @@ func TestWorkflowW3_ScriptParseFailures(t *testing.T) {
 	code, msg = codeOf(t, err)
 	require.Equal(t, workflow.CodeScriptParse, code)
 	require.Equal(t, "workflow meta rides the `meta` request field, not the script: remove the `export const meta = {...}` statement from the body", msg)
-	require.Empty(t, e.events.all())
-	require.Empty(t, e.stub.runs())
+	require.Empty(t, e.events.All())
+	require.Empty(t, e.stub.Runs())
 }
 
 func TestWorkflowW4_ProviderRoute(t *testing.T) {
@@ -89,13 +89,13 @@ func TestWorkflowW4_ProviderRoute(t *testing.T) {
 	other, err := workflow.NewEngine(workflow.Host{Actors: e.sys.Actors(), Scope: e.sys.Scope()}, e.sys.Scope(), e.rt,
 		workflow.Config{Provider: str("nonexistent")})
 	require.NoError(t, err)
-	_, err = other.Listen(e.sys.Scope(), e.events.hear)
+	_, err = other.Listen(e.sys.Scope(), e.events.Hear)
 	require.NoError(t, err)
 	_, err = other.Start(t.Context(), e.request("return 1"))
 	code, msg = codeOf(t, err)
 	require.Equal(t, workflow.CodeAgentStart, code)
 	require.Equal(t, `no subagent provider registered for "nonexistent"`, msg)
-	require.Empty(t, e.events.all())
+	require.Empty(t, e.events.All())
 }
 
 func TestWorkflowW5_LimitsParentAndArgsFailSynchronously(t *testing.T) {
@@ -123,7 +123,7 @@ func TestWorkflowW5_LimitsParentAndArgsFailSynchronously(t *testing.T) {
 
 	def, err := workflow.NewEngine(workflow.Host{Actors: e.sys.Actors(), Scope: e.sys.Scope()}, e.sys.Scope(), e.rt, workflow.Config{Provider: str("stub")})
 	require.NoError(t, err)
-	_, err = def.Listen(e.sys.Scope(), e.events.hear)
+	_, err = def.Listen(e.sys.Scope(), e.events.Hear)
 	require.NoError(t, err)
 	req.MaxTotalAgents = i64(2000)
 	_, err = def.Start(t.Context(), req)
@@ -143,5 +143,5 @@ func TestWorkflowW5_LimitsParentAndArgsFailSynchronously(t *testing.T) {
 	code, msg = codeOf(t, err)
 	require.Equal(t, workflow.CodeInvalidArgument, code)
 	require.True(t, strings.HasPrefix(msg, "workflow args must be JSON data: "), msg)
-	require.Empty(t, e.events.all())
+	require.Empty(t, e.events.All())
 }

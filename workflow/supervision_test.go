@@ -12,14 +12,15 @@ import (
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // The run and script actors are nodes of the supervision tree, under the engine.
 func TestWorkflowRunAndScriptAreSupervisionNodes(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("return await agent('p')"))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	snap, err := e.sys.Tree().Snapshot(t.Context())
 	require.NoError(t, err)
 	runNode, ok := snap.Node(supervision.Ref{Kind: workflow.KindRun, ID: run.ID()})
@@ -30,7 +31,7 @@ func TestWorkflowRunAndScriptAreSupervisionNodes(t *testing.T) {
 	require.True(t, ok, snap.String())
 	require.Equal(t, runNode.Ref, scriptNode.Parent)
 
-	e.stub.finish(t, r, text("ok"), nil)
+	e.stub.Finish(t, r, text("ok"), nil)
 	require.Equal(t, `"ok"`, string(result(t, run).Value))
 	e.dispose(run)
 	require.Eventually(t, func() bool { // the inspector applies the stops in order; poll its snapshot, no sleep
@@ -48,19 +49,19 @@ func TestWorkflowRunAndScriptAreSupervisionNodes(t *testing.T) {
 // own panic settles error with its text, reaps, and other runs go on.
 func TestWorkflowRunActorPanicSettlesTheRunNotTheHost(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	run := e.start(e.request("return await agent('p')"))
-	r := e.stub.awaitStarts(t, 1)[0]
-	e.events.await(t, run.ID(), workflow.EventAgentStart)
+	r := e.stub.AwaitStarts(t, 1)[0]
+	e.events.Await(t, run.ID(), workflow.EventAgentStart)
 	run.PanicRunActor()
 	res := result(t, run)
 	require.Equal(t, workflow.Result{Value: json.RawMessage("null"), StopReason: workflow.StopError, Error: "workflow run actor failed: injected run crash", AgentsStarted: 1}, res)
 	e.dispose(run)
-	require.Equal(t, "workflow script gone", context.Cause(r.ctx).Error())
-	evs := e.events.of(run.ID())
+	require.Equal(t, "workflow script gone", context.Cause(r.Ctx).Error())
+	evs := e.events.Of(run.ID())
 	require.Equal(t, workflow.EventEnd, evs[len(evs)-1].Type)
 
-	e.stub.set(func(s *stub) { s.mu.mode = auto })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = auto })
 	require.Equal(t, `"stub reply"`, string(e.runScript("return await agent('next')").Value))
 }
 
@@ -80,7 +81,7 @@ func TestWorkflowSpawnProviderChildren(t *testing.T) {
 	eng, err := workflow.NewEngine(workflow.Host{Actors: e.sys.Actors(), Scope: e.sys.Scope(), Inspector: e.sys.Tree().PID(), Logger: slog.New(e.logs)},
 		e.sys.Scope(), e.rt, workflow.Config{DisposeGraceMs: i64(100)})
 	require.NoError(t, err)
-	_, err = eng.Listen(e.sys.Scope(), e.events.hear)
+	_, err = eng.Listen(e.sys.Scope(), e.events.Hear)
 	require.NoError(t, err)
 	run, err := eng.Start(t.Context(), e.request("return await parallel(['a', 'b', 'c'].map(f => () => agent(f)))"))
 	require.NoError(t, err)
@@ -88,13 +89,13 @@ func TestWorkflowSpawnProviderChildren(t *testing.T) {
 	require.NoError(t, run.Dispose(t.Context()))
 	require.Equal(t, `["did a","did b","did c"]`, string(res.Value), res.Error)
 	require.Len(t, runner.Turns(), 3)
-	for _, ev := range filter(e.events.of(run.ID()), workflow.EventAgentStart) {
+	for _, ev := range filter(e.events.Of(run.ID()), workflow.EventAgentStart) {
 		require.Contains(t, ev.Agent.ChildID, "parent-A/spawn-")
 	}
 
 	run, err = eng.Start(t.Context(), e.request("return await agent('block')"))
 	require.NoError(t, err)
-	e.events.await(t, run.ID(), workflow.EventAgentStart)
+	e.events.Await(t, run.ID(), workflow.EventAgentStart)
 	run.Cancel("stop")
 	res = result(t, run)
 	require.NoError(t, run.Dispose(t.Context()))

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,75 +33,12 @@ func TestMain(m *testing.M) {
 
 const budget = 20 * time.Second
 
-// recorder collects the provider's events; tests wait on them.
-type recorder struct {
-	mu     sync.Mutex
-	events []acp.Event
-	wake   chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{wake: make(chan struct{})} }
-
-func (r *recorder) observe(ev acp.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	close(r.wake)
-	r.wake = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []acp.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
-func (r *recorder) kinds() []string {
-	var ks []string
-	for _, e := range r.all() {
-		ks = append(ks, e.Kind)
-	}
-	return ks
-}
-
-// wait returns the first event of kind, waiting for it.
-func (r *recorder) wait(t testing.TB, kind string) acp.Event {
-	t.Helper()
-	deadline := time.After(budget)
-	for {
-		r.mu.Lock()
-		for _, e := range r.events {
-			if e.Kind == kind {
-				r.mu.Unlock()
-				return e
-			}
-		}
-		wake := r.wake
-		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no %q event; saw %v", kind, r.kinds())
-		}
-	}
-}
-
-func (r *recorder) count(kind string) int {
-	n := 0
-	for _, e := range r.all() {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
 // world is one test's runtime with the provider registered.
 type world struct {
 	rt   *subagent.Runtime
 	sc   *scope.Scope
 	p    *acp.Provider
-	rec  *recorder
+	rec  *acptest.Recorder
 	log  string
 	dir  string
 	logs *troupetest.Logs
@@ -139,11 +75,11 @@ func register(t *testing.T, cfg acp.Config, log, dir string) *world {
 	sys, logs := troupetest.NewSystem(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	if also := cfg.Observe; also != nil {
-		cfg.Observe = func(ev acp.Event) { rec.observe(ev); also(ev) }
+		cfg.Observe = func(ev acp.Event) { rec.Observe(ev); also(ev) }
 	} else {
-		cfg.Observe = rec.observe
+		cfg.Observe = rec.Observe
 	}
 	cfg.Logger = slog.New(logs)
 	p, err := acp.Register(rt, sys.Scope(), cfg)
@@ -186,7 +122,7 @@ func (w *world) settle(t *testing.T, req subagent.Request) subagent.Result {
 func (w *world) requireGone(t *testing.T) {
 	t.Helper()
 	n := 0
-	for _, e := range w.rec.all() {
+	for _, e := range w.rec.All() {
 		if e.Kind == acp.EventSpawned {
 			acptest.RequireGone(t, e.Marker, e.PID)
 			n++
@@ -227,7 +163,7 @@ func TestInteropA01_CapabilitiesRefusedBeforeSpawn(t *testing.T) {
 	_, err := w.rt.Start(ctxFor(t), "acp", subagent.Request{Prompt: "p", Persona: "x"}, nil)
 	requireCode(t, err, subagent.CodeUnsupportedCapability, `subagent provider "acp" does not support the "persona" capability`)
 	require.NoFileExists(t, sentinel)
-	require.Empty(t, w.rec.all())
+	require.Empty(t, w.rec.All())
 }
 
 func TestInteropA02_ConfigValidation(t *testing.T) {
@@ -254,7 +190,7 @@ func TestInteropA02_ConfigValidation(t *testing.T) {
 	_, err := w.rt.Start(ctxFor(t), "acp", subagent.Request{Prompt: "p", Parent: subagent.Parent{Session: "p"}}, nil)
 	requireCode(t, err, messages.CodeInvalidConfig, "acp: no working directory for the child; set Config.Cwd or give the parent a cwd")
 	require.NoFileExists(t, sentinel)
-	require.Empty(t, w.rec.all(), "nothing spawned")
+	require.Empty(t, w.rec.All(), "nothing spawned")
 }
 
 func TestInteropA03_HandshakeAndPrompt(t *testing.T) {
@@ -290,7 +226,7 @@ func TestInteropA03_HandshakeAndPrompt(t *testing.T) {
 
 	require.NoError(t, json.Unmarshal(log[3].Params, &raw))
 	require.JSONEq(t, `[{"type":"text","text":"do it"}]`, string(raw["prompt"]))
-	sid := w.rec.wait(t, acp.EventSession).SessionID
+	sid := w.rec.Wait(t, acp.EventSession).SessionID
 	require.NotEqual(t, sid, run.ID())
 
 	second := w.start(t, subagent.Request{Prompt: "again", Parent: subagent.Parent{Session: "p", Cwd: d}})
@@ -334,7 +270,7 @@ func TestInteropA07_PermissionPolicy(t *testing.T) {
 		w := newWorld(t, acptest.Script{Permissions: [][]acptest.Option{allowOnly}})
 		require.Equal(t, subagent.StopCompleted, w.settle(t, subagent.Request{Prompt: "p"}).StopReason)
 		require.Equal(t, []string{`{"outcome":"cancelled"}`}, answers(t, w))
-		ev := w.rec.wait(t, acp.EventPermission)
+		ev := w.rec.Wait(t, acp.EventPermission)
 		require.Equal(t, "cancelled", ev.Answer)
 		require.Len(t, ev.Options, 2)
 	})
@@ -378,14 +314,14 @@ func TestInteropA07_PermissionPolicy(t *testing.T) {
 		w := newWorld(t, acptest.Script{Block: true, Updates: []acptest.Update{{Kind: "text", Text: "x"}}, PermissionAfterCancel: both},
 			func(c *acp.Config) { c.Permission = acp.PermissionAllow })
 		run := w.start(t, subagent.Request{Prompt: "p"})
-		w.rec.wait(t, acp.EventUpdate)
+		w.rec.Wait(t, acp.EventUpdate)
 		require.NoError(t, run.Dispose(ctxFor(t)))
 		res := result(t, run)
 		require.Equal(t, subagent.StopAborted, res.StopReason)
 		require.Equal(t, "x", res.Text(), "the text so far is kept")
 		require.Empty(t, res.Diagnostic)
 		require.Equal(t, []string{`{"outcome":"cancelled"}`}, answers(t, w))
-		require.Equal(t, 1, w.rec.count(acp.EventCancelSent))
+		require.Equal(t, 1, w.rec.Count(acp.EventCancelSent))
 		w.requireGone(t)
 	})
 }
@@ -405,7 +341,7 @@ func TestInteropA08_OnlyMessageTextIsKept(t *testing.T) {
 	w = newWorld(t, acptest.Script{})
 	_, err := w.rt.Start(ctxFor(t), "acp", subagent.Request{Prompt: ""}, nil)
 	requireCode(t, err, messages.CodeInvalidConfig, "acp: invalid prompt: expected non-empty text")
-	require.Empty(t, w.rec.all(), "nothing spawned")
+	require.Empty(t, w.rec.All(), "nothing spawned")
 }
 
 func TestInteropA08_OutputIsBounded(t *testing.T) {
@@ -421,12 +357,12 @@ func TestInteropA10_UnansweredCancelStopsTheProcess(t *testing.T) {
 			c.CancelGrace, c.EOFGrace, c.Grace = 200*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
 		})
 	run := w.start(t, subagent.Request{Prompt: "p"})
-	w.rec.wait(t, acp.EventUpdate)
+	w.rec.Wait(t, acp.EventUpdate)
 	require.NoError(t, run.Dispose(ctxFor(t)))
 	res := result(t, run)
 	require.Equal(t, subagent.StopAborted, res.StopReason)
 	require.Equal(t, "acp agent did not answer session/cancel within 200ms; process stopped", res.Diagnostic)
-	require.Equal(t, "signal: SIGKILL", w.rec.wait(t, acp.EventStopped).Outcome.Detail)
+	require.Equal(t, "signal: SIGKILL", w.rec.Wait(t, acp.EventStopped).Outcome.Detail)
 	w.requireGone(t)
 }
 
@@ -498,7 +434,7 @@ func TestInteropA15_AuthRequiredNamesTheMethods(t *testing.T) {
 	w = newWorld(t, acptest.Script{AuthMethod: "key"}, func(c *acp.Config) { c.AuthMethod = "key" })
 	w.settle(t, subagent.Request{Prompt: "p"})
 	require.Equal(t, []string{"start", "initialize", "authenticate", "session/new", "session/prompt", "eof"}, acptest.Methods(acptest.ReadLog(t, w.log)))
-	ks := w.rec.kinds()
+	ks := w.rec.Kinds()
 	require.Less(t, slices.Index(ks, acp.EventAuthenticated), slices.Index(ks, acp.EventSession))
 }
 
@@ -538,7 +474,7 @@ func TestInteropA18_EnvironmentScrub(t *testing.T) {
 	w := newWorld(t, acptest.Script{EchoEnv: true}, func(c *acp.Config) { c.Env["OPENAI_API_KEY"] = "x" })
 	w.settle(t, subagent.Request{Prompt: "p"})
 	env := records(t, w, "start")[0].Env
-	marker := w.rec.wait(t, acp.EventSpawned).Marker
+	marker := w.rec.Wait(t, acp.EventSpawned).Marker
 	var jobs []string
 	for _, kv := range env {
 		require.False(t, strings.HasPrefix(kv, "TROUPE_TEST_SECRET_TOKEN="), "the secret leaked")
@@ -553,7 +489,7 @@ func TestInteropA18_EnvironmentScrub(t *testing.T) {
 func TestScopeDisposalStopsEveryProcess(t *testing.T) {
 	w := newWorld(t, acptest.Script{Block: true, Updates: []acptest.Update{{Kind: "text", Text: "x"}}})
 	run := w.start(t, subagent.Request{Prompt: "p"})
-	w.rec.wait(t, acp.EventUpdate)
+	w.rec.Wait(t, acp.EventUpdate)
 	require.Equal(t, 1, w.p.Live())
 	require.NoError(t, w.sc.Dispose(ctxFor(t)))
 	w.requireGone(t)

@@ -58,7 +58,7 @@ type contWorld struct {
 	notes  *notes
 }
 
-func openCont(t *testing.T, store session.Store, rec *recorder, s acptest.Script, dir string, manual bool) *contWorld {
+func openCont(t *testing.T, store session.Store, rec *acptest.Recorder, s acptest.Script, dir string, manual bool) *contWorld {
 	t.Helper()
 	var sys *troupe.System
 	var logs *troupetest.Logs
@@ -80,7 +80,7 @@ func openCont(t *testing.T, store session.Store, rec *recorder, s acptest.Script
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
 	cfg := fakeConfig(t, s, dir)
-	cfg.Continuable, cfg.Observe, cfg.Logger = true, rec.observe, slog.New(logs)
+	cfg.Continuable, cfg.Observe, cfg.Logger = true, rec.Observe, slog.New(logs)
 	p, err := acp.Register(rt, sys.Scope(), cfg)
 	require.NoError(t, err)
 	m, err := sys.StartContinuations(store, rt, subagent.Route(rt, subagent.NewScripted()), nil, activation.WithLogger(slog.New(logs)))
@@ -96,31 +96,6 @@ func (w *contWorld) followup(t *testing.T, child, text string) {
 	t.Helper()
 	_, err := w.m.Followup(ctxFor(t), w.parent, child, text, session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "parent"})
 	require.NoError(t, err)
-}
-
-// waitN waits for the n-th event of kind and returns it.
-func (r *recorder) waitN(t testing.TB, kind string, n int) acp.Event {
-	t.Helper()
-	deadline := time.After(budget)
-	for {
-		r.mu.Lock()
-		seen := 0
-		for _, e := range r.events {
-			if e.Kind == kind {
-				if seen++; seen == n {
-					r.mu.Unlock()
-					return e
-				}
-			}
-		}
-		wake := r.wake
-		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no %d-th %q event; saw %v", n, kind, r.kinds())
-		}
-	}
 }
 
 func prompts(t *testing.T, log string) []string {
@@ -167,20 +142,20 @@ func TestInteropA20_ResidentChildKeepsOneProcess(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	gate := filepath.Join(t.TempDir(), "gate")
 	s := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log"), StateDir: state, LoadSession: true, Echo: true, GateFile: gate}
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	store := session.NewMemory()
 	w := openCont(t, store, rec, s, dir, false)
 
 	id, _, err := w.m.Start(ctxFor(t), w.parent, "acp", "keeper", "keeper", subagent.Request{Prompt: "first"})
 	require.NoError(t, err)
-	rec.wait(t, acp.EventUpdate) // the first prompt is in flight, held at the gate
+	rec.Wait(t, acp.EventUpdate) // the first prompt is in flight, held at the gate
 	w.followup(t, id, "second")
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	rec.waitN(t, acp.EventStopped, 2) // the probe's, then: both turns ran, the child settled, its epoch released the process
+	rec.WaitN(t, acp.EventStopped, 2) // the probe's, then: both turns ran, the child settled, its epoch released the process
 	require.Contains(t, w.notes.next(t), "Background subagent keeper finished")
 
 	require.Len(t, served(rec), 1, "one process served both turns")
-	require.Len(t, rec.of(acp.EventSpawned), 2, "the loadSession probe, then the child's process")
+	require.Len(t, rec.Of(acp.EventSpawned), 2, "the loadSession probe, then the child's process")
 	log := acptest.Methods(acptest.ReadLog(t, s.Log))
 	require.Equal(t, 2, count(log, "initialize"), "the probe's and the child's process's")
 	require.Equal(t, 1, count(log, "session/new"))
@@ -211,9 +186,9 @@ func TestInteropA20_ResidentChildKeepsOneProcess(t *testing.T) {
 }
 
 // served lists the processes that opened or loaded a session (not the probe).
-func served(rec *recorder) []acp.Event {
+func served(rec *acptest.Recorder) []acp.Event {
 	var out []acp.Event
-	for _, e := range rec.all() {
+	for _, e := range rec.All() {
 		if e.Kind == acp.EventSession || e.Kind == acp.EventLoaded {
 			out = append(out, e)
 		}
@@ -221,9 +196,9 @@ func served(rec *recorder) []acp.Event {
 	return out
 }
 
-func requireAllGone(t *testing.T, rec *recorder) {
+func requireAllGone(t *testing.T, rec *acptest.Recorder) {
 	t.Helper()
-	for _, e := range rec.of(acp.EventSpawned) {
+	for _, e := range rec.Of(acp.EventSpawned) {
 		acptest.RequireGone(t, e.Marker, e.PID)
 	}
 }
@@ -231,22 +206,22 @@ func requireAllGone(t *testing.T, rec *recorder) {
 func TestInteropA21_ColdResumeAndRestartLoadTheSession(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	s := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log"), StateDir: state, LoadSession: true, Echo: true, ReplayText: "REPLAYED"}
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	path := filepath.Join(t.TempDir(), "sessions.db")
 	store, err := session.OpenBolt(path)
 	require.NoError(t, err)
 	w := openCont(t, store, rec, s, dir, true)
 	id, _, err := w.m.Start(ctxFor(t), w.parent, "acp", "keeper", "keeper", subagent.Request{Prompt: "first"})
 	require.NoError(t, err)
-	rec.waitN(t, acp.EventStopped, 2) // the probe's, then the first epoch's process
+	rec.WaitN(t, acp.EventStopped, 2) // the probe's, then the first epoch's process
 	w.notes.next(t)
-	sid := rec.wait(t, acp.EventSession).SessionID
+	sid := rec.Wait(t, acp.EventSession).SessionID
 
 	// A cold resume: a new process loads the recorded session.
 	w.followup(t, id, "second")
-	rec.waitN(t, acp.EventStopped, 3)
+	rec.WaitN(t, acp.EventStopped, 3)
 	w.notes.next(t)
-	require.Equal(t, sid, rec.waitN(t, acp.EventLoaded, 1).SessionID)
+	require.Equal(t, sid, rec.WaitN(t, acp.EventLoaded, 1).SessionID)
 
 	// A restart of the whole System on the same file.
 	require.NoError(t, w.sys.Shutdown(ctxFor(t)))
@@ -256,9 +231,9 @@ func TestInteropA21_ColdResumeAndRestartLoadTheSession(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	w = openCont(t, store, rec, s, dir, true)
 	w.followup(t, id, "third")
-	rec.waitN(t, acp.EventStopped, 4)
+	rec.WaitN(t, acp.EventStopped, 4)
 	w.notes.next(t)
-	require.Equal(t, sid, rec.waitN(t, acp.EventLoaded, 2).SessionID)
+	require.Equal(t, sid, rec.WaitN(t, acp.EventLoaded, 2).SessionID)
 	require.NoError(t, w.sys.Shutdown(ctxFor(t)))
 
 	var perProcess [][]string // methods by process, in order
@@ -302,19 +277,19 @@ func TestInteropA21_ColdResumeAndRestartLoadTheSession(t *testing.T) {
 func TestInteropA22_FailedLoadEndsTheTurnNotTheChild(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	s := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log"), StateDir: state, LoadSession: true, Echo: true}
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	store := session.NewMemory()
 	w := openCont(t, store, rec, s, dir, false)
 	id, _, err := w.m.Start(ctxFor(t), w.parent, "acp", "keeper", "keeper", subagent.Request{Prompt: "first"})
 	require.NoError(t, err)
-	rec.waitN(t, acp.EventStopped, 2) // the probe's, then the first epoch's
+	rec.WaitN(t, acp.EventStopped, 2) // the probe's, then the first epoch's
 	w.notes.next(t)
 
 	// The agent's sessions are lost: session/load answers Resource not found.
 	require.NoError(t, os.RemoveAll(state))
 	require.NoError(t, os.Mkdir(state, 0o700))
 	w.followup(t, id, "second")
-	rec.waitN(t, acp.EventStopped, 3)
+	rec.WaitN(t, acp.EventStopped, 3)
 	require.Contains(t, w.notes.next(t), "Background subagent keeper failed before it finished.")
 	snap, err := store.Load(ctxFor(t), id)
 	require.NoError(t, err)
@@ -326,7 +301,7 @@ func TestInteropA22_FailedLoadEndsTheTurnNotTheChild(t *testing.T) {
 	require.Equal(t, sts[0].SessionID, sts[len(sts)-1].SessionID, "the recorded session is kept: the child stays resumable")
 
 	w.followup(t, id, "third") // still resumable: a third followup is accepted and runs
-	rec.waitN(t, acp.EventStopped, 4)
+	rec.WaitN(t, acp.EventStopped, 4)
 	require.Contains(t, w.notes.next(t), "Background subagent keeper failed before it finished.", "the third load fails the same way")
 	require.Equal(t, 1, count(acptest.Methods(acptest.ReadLog(t, s.Log)), "session/new"))
 	requireAllGone(t, rec)
@@ -356,7 +331,7 @@ func TestInteropA22_LoadFailureDiagnostic(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, subagent.StopError, res.StopReason)
 	require.Equal(t, "acp child c2 has history but no recorded ACP session", res.Diagnostic)
-	require.Len(t, w.rec.of(acp.EventSpawned), 1, "nothing spawned for it")
+	require.Len(t, w.rec.Of(acp.EventSpawned), 1, "nothing spawned for it")
 
 	// An agent that stopped advertising loadSession.
 	s2 := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log")}
@@ -374,23 +349,23 @@ func TestInteropA23_InterruptKeepsTheProcess(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(t.TempDir(), "gate")
 	s := acptest.Script{Log: filepath.Join(t.TempDir(), "fake.log"), StateDir: t.TempDir(), LoadSession: true, Echo: true, GateFile: gate}
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	store := session.NewMemory()
 	w := openCont(t, store, rec, s, dir, false)
 	id, _, err := w.m.Start(ctxFor(t), w.parent, "acp", "keeper", "keeper", subagent.Request{Prompt: "first"})
 	require.NoError(t, err)
-	rec.wait(t, acp.EventUpdate)
-	pid := rec.wait(t, acp.EventSession).PID
+	rec.Wait(t, acp.EventUpdate)
+	pid := rec.Wait(t, acp.EventSession).PID
 	w.followup(t, id, "queued") // keeps the child resident (parked) across the interrupt
 	require.NoError(t, w.m.Interrupt(ctxFor(t), id, activation.Authority{ParentSession: "parent"}))
-	end := rec.wait(t, acp.EventPromptEnd)
+	end := rec.Wait(t, acp.EventPromptEnd)
 	require.Equal(t, "cancelled", end.Update)
-	require.Len(t, rec.of(acp.EventCancelSent), 1)
+	require.Len(t, rec.Of(acp.EventCancelSent), 1)
 
 	w.followup(t, id, "after")        // unparks the queue
-	rec.waitN(t, acp.EventStopped, 2) // the probe's, then the child's at its epoch's end
+	rec.WaitN(t, acp.EventStopped, 2) // the probe's, then the child's at its epoch's end
 	require.Len(t, served(rec), 1, "the followups ran on the same process")
-	require.Equal(t, pid, rec.of(acp.EventStopped)[1].PID)
+	require.Equal(t, pid, rec.Of(acp.EventStopped)[1].PID)
 	log := acptest.Methods(acptest.ReadLog(t, s.Log))
 	require.Equal(t, 2, count(log, "initialize"), "the probe's and the child's: no second initialize for the child")
 	require.Equal(t, 3, count(log, "session/prompt"))
@@ -404,14 +379,4 @@ func TestInteropA23_InterruptKeepsTheProcess(t *testing.T) {
 	}
 	require.Equal(t, []string{subagent.StopAborted, subagent.StopCompleted, subagent.StopCompleted}, stops)
 	requireAllGone(t, rec)
-}
-
-func (r *recorder) of(kind string) []acp.Event {
-	var out []acp.Event
-	for _, e := range r.all() {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
 }

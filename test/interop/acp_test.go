@@ -29,7 +29,7 @@ type world struct {
 	sys  *troupe.System
 	rt   *subagent.Runtime
 	p    *acp.Provider
-	rec  *recorder
+	rec  *acptest.Recorder
 	logs *troupetest.Logs
 }
 
@@ -38,7 +38,7 @@ func newWorld(t *testing.T, cfg acp.Config) *world {
 	sys, logs := troupetest.NewSystem(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	p, err := acp.Register(rt, sys.Scope(), observed(cfg, rec, slog.New(logs)))
 	require.NoError(t, err)
 	return &world{sys: sys, rt: rt, p: p, rec: rec, logs: logs}
@@ -65,13 +65,13 @@ func TestInteropA05_ExampleAgentAllowedTurn(t *testing.T) {
 	require.True(t, strings.HasPrefix(text, "I'll help you with that."), text)
 	require.Contains(t, text, " Now I understand the project structure.")
 	require.Contains(t, text, "successfully updated")
-	perms := w.rec.of(acp.EventPermission)
+	perms := w.rec.Of(acp.EventPermission)
 	require.Len(t, perms, 1, "exactly one permission request")
 	require.Equal(t, "selected", perms[0].Answer)
 	require.Equal(t, "allow", perms[0].OptionID)
 
 	require.NoError(t, run.Dispose(ctxFor(t)))
-	stopped := w.rec.of(acp.EventStopped)
+	stopped := w.rec.Of(acp.EventStopped)
 	require.Len(t, stopped, 1)
 	require.Equal(t, "exit code: 0", stopped[0].Outcome.Detail, "the agent exited on stdin EOF, no signal sent")
 	requireGone(t, w.rec)
@@ -81,7 +81,7 @@ func TestInteropA06_ExampleAgentRejectedByDefault(t *testing.T) {
 	w := newWorld(t, exampleAgent(t))
 	res, run := w.run(t, "update the configuration")
 	require.Equal(t, subagent.StopCompleted, res.StopReason)
-	perms := w.rec.of(acp.EventPermission)
+	perms := w.rec.Of(acp.EventPermission)
 	require.Len(t, perms, 1)
 	require.Equal(t, "selected", perms[0].Answer)
 	require.Equal(t, "reject", perms[0].OptionID)
@@ -114,7 +114,7 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	_, err = acp.Register(rt, sys.Scope(), observed(cfg, rec, slog.New(logs)))
 	require.NoError(t, err)
 	sc, err := sys.Scope().Child("plugins")
@@ -149,7 +149,7 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	txt, _ := started.SingleText()
 	require.Equal(t, "started background subagent job subagent-1", txt)
 
-	w := rec.wait(t, acp.EventUpdate)
+	w := rec.Wait(t, acp.EventUpdate)
 	kill := call(jobTool(jobtools.NameKill), `{"job_id":"subagent-1","reason":"superseded"}`)
 	require.False(t, kill.IsError, "%#v", kill.Content)
 	snap := troupetest.Settled(t, sys, "subagent-1", "parent")
@@ -157,8 +157,8 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	// before the job's Done.
 	requireGone(t, rec)
 	require.Equal(t, "[status: killed, superseded]", jobtools.StatusLine(snap))
-	require.Len(t, rec.of(acp.EventCancelSent), 1, "session/cancel sent exactly once")
-	ends := rec.of(acp.EventPromptEnd)
+	require.Len(t, rec.Of(acp.EventCancelSent), 1, "session/cancel sent exactly once")
+	ends := rec.Of(acp.EventPromptEnd)
 	require.Len(t, ends, 1)
 	require.Equal(t, "cancelled", ends[0].Update, "the agent answered the cancel")
 	require.Equal(t, w.PID, ends[0].PID)
@@ -182,7 +182,7 @@ func TestInteropA11_EscapedGrandchildIsKilled(t *testing.T) {
 	w := newWorld(t, cfg)
 	res, run := w.run(t, "hello")
 	require.Equal(t, subagent.StopCompleted, res.StopReason)
-	marker := w.rec.wait(t, acp.EventSpawned).Marker
+	marker := w.rec.Wait(t, acp.EventSpawned).Marker
 	alive := acptest.Alive(marker)
 	require.Len(t, alive, 2, "the agent and its escaped sleep carry the marker")
 	require.NoError(t, run.Dispose(ctxFor(t)))
@@ -204,14 +204,14 @@ func TestInteropA15_CodexAuthAndPromptError(t *testing.T) {
 	cfg.EOFGrace = 200e6
 	w = newWorld(t, cfg)
 	res, run := w.run(t, "hi")
-	ks := w.rec.kinds()
+	ks := w.rec.Kinds()
 	require.Less(t, slices.Index(ks, acp.EventAuthenticated), slices.Index(ks, acp.EventSession), "authenticated before session: %v", ks)
 	require.NotEqual(t, -1, slices.Index(ks, acp.EventAuthenticated))
 	require.Equal(t, subagent.StopError, res.StopReason)
 	require.Contains(t, res.Diagnostic, "acp session/prompt failed:")
 	require.Contains(t, res.Diagnostic, "(-32603)")
 	require.NoError(t, run.Dispose(ctxFor(t)))
-	stopped := w.rec.of(acp.EventStopped)
+	stopped := w.rec.Of(acp.EventStopped)
 	require.Len(t, stopped, 1)
 	require.Equal(t, "signal: SIGTERM", stopped[0].Outcome.Detail, "codex ignores EOF and exits on SIGTERM")
 	requireGone(t, w.rec)
@@ -223,7 +223,7 @@ func TestInteropA19_ContinuableRefusedWithoutLoadSession(t *testing.T) {
 	sys, logs := troupetest.Served(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	p, err := acp.Register(rt, sys.Scope(), observed(cfg, rec, slog.New(logs)))
 	require.NoError(t, err)
 	store := session.NewMemory()
@@ -247,7 +247,7 @@ func TestInteropA19_ContinuableRefusedWithoutLoadSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ids, "no child session exists")
 	require.Nil(t, sys.Jobs().RegisteredAgent(ctxFor(t), "child-1"), "no child agent exists")
-	require.Len(t, rec.of(acp.EventSpawned), 1, "one probe process")
+	require.Len(t, rec.Of(acp.EventSpawned), 1, "one probe process")
 	requireGone(t, rec)
 	_, err = parent.Stats(ctxFor(t))
 	require.NoError(t, err)
@@ -265,7 +265,7 @@ func TestInteropA24_CodexChildResumesThroughSessionLoad(t *testing.T) {
 	sys, logs := troupetest.Served(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	rec := newRecorder()
+	rec := acptest.NewRecorder(budget)
 	_, err = acp.Register(rt, sys.Scope(), observed(cfg, rec, slog.New(logs)))
 	require.NoError(t, err)
 	store := session.NewMemory()
@@ -288,13 +288,13 @@ func TestInteropA24_CodexChildResumesThroughSessionLoad(t *testing.T) {
 	id, _, err := m.Start(ctxFor(t), parent, "acp", "coder", "coder", subagent.Request{Prompt: "hi"})
 	require.NoError(t, err)
 	require.Contains(t, next(), "Background subagent coder failed before it finished.", "the loopback provider fails the turn")
-	sid := rec.wait(t, acp.EventSession).SessionID
-	first := rec.wait(t, acp.EventSession).PID
+	sid := rec.Wait(t, acp.EventSession).SessionID
+	first := rec.Wait(t, acp.EventSession).PID
 
 	_, err = m.Followup(ctxFor(t), parent, id, "again", session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "parent"})
 	require.NoError(t, err)
 	require.Contains(t, next(), "Background subagent coder failed before it finished.")
-	loaded := rec.wait(t, acp.EventLoaded)
+	loaded := rec.Wait(t, acp.EventLoaded)
 	require.Equal(t, sid, loaded.SessionID, "a fresh codex process loaded the first session")
 	require.NotEqual(t, first, loaded.PID)
 	snap, err := store.Load(ctxFor(t), id)

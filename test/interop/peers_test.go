@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,79 +67,17 @@ func codex(t *testing.T, authed bool) acp.Config {
 	return cfg
 }
 
-// recorder collects the provider's events; tests wait on them.
-type recorder struct {
-	mu     sync.Mutex
-	events []acp.Event
-	wake   chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{wake: make(chan struct{})} }
-
-func (r *recorder) observe(ev acp.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	close(r.wake)
-	r.wake = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []acp.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
-func (r *recorder) of(kind string) []acp.Event {
-	var out []acp.Event
-	for _, e := range r.all() {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (r *recorder) kinds() []string {
-	var ks []string
-	for _, e := range r.all() {
-		ks = append(ks, e.Kind)
-	}
-	return ks
-}
-
-func (r *recorder) wait(t testing.TB, kind string) acp.Event {
-	t.Helper()
-	deadline := time.After(budget)
-	for {
-		r.mu.Lock()
-		for _, e := range r.events {
-			if e.Kind == kind {
-				r.mu.Unlock()
-				return e
-			}
-		}
-		wake := r.wake
-		r.mu.Unlock()
-		select {
-		case <-wake:
-		case <-deadline:
-			t.Fatalf("no %q event; saw %v", kind, r.kinds())
-		}
-	}
-}
-
 // observed wires rec (and a logger) into cfg.
-func observed(cfg acp.Config, rec *recorder, logger *slog.Logger) acp.Config {
-	cfg.Observe, cfg.Logger = rec.observe, logger
+func observed(cfg acp.Config, rec *acptest.Recorder, logger *slog.Logger) acp.Config {
+	cfg.Observe, cfg.Logger = rec.Observe, logger
 	return cfg
 }
 
 // requireGone: every process rec saw spawned is gone and reaped — the check every
 // interop case ends with.
-func requireGone(t *testing.T, rec *recorder) {
+func requireGone(t *testing.T, rec *acptest.Recorder) {
 	t.Helper()
-	spawned := rec.of(acp.EventSpawned)
+	spawned := rec.Of(acp.EventSpawned)
 	require.NotEmpty(t, spawned, "nothing was spawned")
 	for _, e := range spawned {
 		acptest.RequireGone(t, e.Marker, e.PID)

@@ -50,7 +50,7 @@ var layers = []layer{
 	// (docs/WORKFLOW.md); cluster: the scale-out engine
 	{"producers and tools", []string{"producers/", "tools/", "workflow", "tools/workflowtool", "subagent/acp", "cluster", "cluster/"}},
 	{"facade", []string{""}},
-	{"surfaces and test support", []string{"cmd/", "interop/", "web", "web/", "troupetest", "harness", "test/", "session/storetest", "session/postgres/pgtest"}},
+	{"surfaces and test support", []string{"cmd/", "interop/", "web", "web/", "troupetest", "harness", "test/", "session/storetest", "session/postgres/pgtest", "workflow/workflowtest"}},
 }
 
 // rank returns the layer of the package at rel (path from the module root): the

@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-rt/troupe/tools/workflowtool"
 	"github.com/troupe-rt/troupe/troupetest"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 // The race suite (in the style of test/settle): seeded schedules race a run's
@@ -135,17 +136,17 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 	sc, err := w.sys.Scope().Child(name)
 	require.NoError(t, err)
 	st := newStub("stub-" + name)
-	st.set(func(s *stub) { s.mu.mode = manual })
+	st.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	_, err = w.rt.RegisterProvider(t.Context(), sc, st)
 	require.NoError(t, err)
 	limit := 1 + rng.IntN(8)
 	eng, err := workflow.NewEngine(workflow.Host{Actors: w.sys.Actors(), Scope: sc, Inspector: w.sys.Tree().PID(), Logger: slog.New(w.logs)}, sc, w.rt,
-		workflow.Config{Provider: str(st.name), MaxConcurrentAgents: i64(int64(limit)), DisposeGraceMs: i64(int64(20 + rng.IntN(30)))})
+		workflow.Config{Provider: str(st.Name()), MaxConcurrentAgents: i64(int64(limit)), DisposeGraceMs: i64(int64(20 + rng.IntN(30)))})
 	require.NoError(t, err)
 	rec := newRecorder()
 	// in the plugin scope (the agent's chain), so the engine's disposal does not
 	// remove it before workflow/end
-	lis, err := eng.Listen(w.plugins, rec.hear)
+	lis, err := eng.Listen(w.plugins, rec.Hear)
 	require.NoError(t, err)
 	defer func() { _ = lis.Run(context.Background()) }()
 	agent, err := w.sys.NewAgent(w.plugins, "A-"+name, owner.Options{Surface: newInbox()})
@@ -166,7 +167,7 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 	}()
 
 	// the job id: registered before the first child starts
-	st.await(t, "the first child start", func() bool { return len(st.runs()) > 0 })
+	st.Await(t, "the first child start", func() bool { return len(st.Runs()) > 0 })
 	snaps, err := w.sys.Jobs().List(context.Background(), agent.Session())
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
@@ -215,35 +216,33 @@ loop:
 			continue
 		}
 		// settle one published, unsettled child (or wait for one, or for the end)
-		st.mu.Lock()
-		ch := st.changed
+		published, ch := st.Published()
 		var open []*stubRun
-		for _, r := range st.mu.starts {
-			if r.settle != nil && !settled[r.index] {
+		for _, r := range published {
+			if !settled[r.Index] {
 				open = append(open, r)
 			}
 		}
-		st.mu.Unlock()
 		if len(open) == 0 {
 			select {
 			case res = <-out:
 				break loop
 			case <-ch:
 			case <-deadline.C:
-				return fail("no progress: %d starts, terminal %v", len(st.runs()), terminal)
+				return fail("no progress: %d starts, terminal %v", len(st.Runs()), terminal)
 			}
 			continue
 		}
 		rng.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
 		for _, r := range open[:1+rng.IntN(min(4, len(open)))] {
-			settled[r.index] = true
+			settled[r.Index] = true
 			switch p := rng.IntN(100); {
 			case fatal && p < 3:
-				r.settle(subagent.Result{}, errors.New("backend exploded"))
+				r.Settle(subagent.Result{}, errors.New("backend exploded"))
 			case p < 10:
-				r.settle(subagent.Result{StopReason: subagent.StopMaxTokens}, nil)
+				r.Settle(subagent.Result{StopReason: subagent.StopMaxTokens}, nil)
 			default:
-				r.settle(text("ok"), nil)
+				r.Settle(text("ok"), nil)
 			}
 		}
 	}
@@ -252,31 +251,31 @@ loop:
 	}
 
 	// ---- the oracle ----
-	runs := st.runs()
+	runs := st.Runs()
 	// A provider call that outlasted the grace is disposed when it returns, maybe
 	// after the run's Dispose (WORKFLOW.md 3.8: abandoned, as the seam allows):
 	// every child must still be disposed, exactly once, soon after.
-	st.await(t, "every child's disposal", func() bool {
-		for _, r := range st.runs() {
-			if st.disposes(r) == 0 {
+	st.Await(t, "every child's disposal", func() bool {
+		for _, r := range st.Runs() {
+			if st.Disposes(r) == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	runs = st.runs()
+	runs = st.Runs()
 	for _, r := range runs {
 		select {
-		case <-r.run.Done():
+		case <-r.Run.Done():
 		default:
-			return fail("child %s never settled", r.id)
+			return fail("child %s never settled", r.ID)
 		}
-		if d := st.disposes(r); d != 1 {
-			return fail("child %s disposed %d times", r.id, d)
+		if d := st.Disposes(r); d != 1 {
+			return fail("child %s disposed %d times", r.ID, d)
 		}
 	}
 	live, peak := 0, 0
-	for _, o := range st.order() {
+	for _, o := range st.Order() {
 		if strings.HasPrefix(o, "start ") {
 			live++
 		} else {
@@ -287,10 +286,10 @@ loop:
 	if peak > limit {
 		return fail("%d children live at once, limit %d", peak, limit)
 	}
-	if v := rec.violations(); len(v) > 0 {
+	if v := rec.Violations(); len(v) > 0 {
 		return fail("event invariants: %v", v)
 	}
-	evs := rec.all()
+	evs := rec.All()
 	ends := filter(evs, workflow.EventEnd)
 	if len(ends) != 1 {
 		return fail("%d workflow/end events (%d events; tool %q; terminal %v)", len(ends), len(evs), res.Content, terminal)

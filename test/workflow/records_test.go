@@ -51,15 +51,15 @@ func TestWorkflowW60_DurableRecords(t *testing.T) {
 	sk := &sink{}
 	var disposedAtEnd []int
 	sk.atRunEnd = func() {
-		for _, r := range e.stub.runs() {
-			disposedAtEnd = append(disposedAtEnd, e.stub.disposes(r))
+		for _, r := range e.stub.Runs() {
+			disposedAtEnd = append(disposedAtEnd, e.stub.Disposes(r))
 		}
 	}
 	tool := e.mount(workflowtool.Config{}, false, func(d *workflowtool.Deps) { d.Records = sk }).Tool()
 	res := e.call(testCtx(t), tool, toolArgs(memberScript, auditMeta))
 	require.False(t, res.IsError, res.Content)
 	id := res.Value.(workflowtool.Value).RunID
-	childID := e.stub.runs()[0].id
+	childID := e.stub.Runs()[0].ID
 	require.Equal(t, []workflowtool.Record{
 		{Type: workflowtool.RecordRunStart, RunID: id, Name: "audit"},
 		{Type: workflowtool.RecordAgentStart, RunID: id, Seq: 1, Label: "member", ChildID: childID},
@@ -112,8 +112,8 @@ func TestWorkflowW60_DurableRecords(t *testing.T) {
 		}
 		require.Equal(t, 1, n, "one warning for %s", typ)
 	}
-	for _, r := range e.stub.runs() {
-		require.Equal(t, 1, e.stub.disposes(r), "cleanup unchanged")
+	for _, r := range e.stub.Runs() {
+		require.Equal(t, 1, e.stub.Disposes(r), "cleanup unchanged")
 	}
 
 	// CheckRecords

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/tools/jobtools"
 	"github.com/troupe-rt/troupe/tools/workflowtool"
 	"github.com/troupe-rt/troupe/workflow"
+	"github.com/troupe-rt/troupe/workflow/workflowtest"
 )
 
 func TestWorkflowW49_DefinitionAndPromptSection(t *testing.T) {
@@ -62,13 +63,13 @@ func TestWorkflowW50_CompletedRunRendersAndDisposesEveryChild(t *testing.T) {
 	b, err := json.Marshal(res.Value)
 	require.NoError(t, err)
 	require.Equal(t, `{"runId":"`+v.RunID+`","agentsStarted":7,"result":{"findings":[1,2]}}`, string(b))
-	starts := filter(e.events.all(), workflow.EventStart)
+	starts := filter(e.events.All(), workflow.EventStart)
 	require.Len(t, starts, 1)
 	require.Equal(t, starts[0].Run.ID, v.RunID)
-	runs := e.stub.runs()
+	runs := e.stub.Runs()
 	require.Len(t, runs, 7)
 	for _, r := range runs {
-		require.Equal(t, 1, e.stub.disposes(r), "stub run %s disposed before the tool returned", r.id)
+		require.Equal(t, 1, e.stub.Disposes(r), "stub run %s disposed before the tool returned", r.ID)
 	}
 
 	res = e.call(testCtx(t), tool, toolArgs("return await agent('x')", auditMeta))
@@ -158,8 +159,8 @@ func TestWorkflowW54_BadCallsStartNothing(t *testing.T) {
 	res = jobTool.Execute(testCtx(t), tools.Call{ID: "y", Name: jobTool.Name, Args: json.RawMessage(ok), Caller: tools.AsAgent(b)})
 	require.True(t, strings.HasPrefix(resultText(t, res, true), "Error: background jobs unavailable: no job controller serves this agent"), res.Content)
 
-	require.Empty(t, e.events.all(), "no workflow/start")
-	require.Empty(t, e.stub.runs(), "no stub start")
+	require.Empty(t, e.events.All(), "no workflow/start")
+	require.Empty(t, e.stub.Runs(), "no stub start")
 	jobs, err := e.sys.Jobs().List(context.Background(), "B")
 	require.NoError(t, err)
 	require.Empty(t, jobs, "no job registered")
@@ -172,12 +173,12 @@ func TestWorkflowW55_ToolCtxCancelCancelsAndDisposesTheRun(t *testing.T) {
 	defer cancel()
 	out := e.callAsync(ctx, tool, toolArgs("await new Promise(() => {})\nreturn 1", auditMeta))
 	var id string
-	e.events.awaitAny(t, func(ev workflow.Event) bool { id = ev.Run.ID; return ev.Type == workflow.EventStart })
+	e.events.AwaitAny(t, func(ev workflow.Event) bool { id = ev.Run.ID; return ev.Type == workflow.EventStart })
 	cancel()
 	res := recv(t, out)
 	require.Equal(t, "Error: workflow run was cancelled (workflow run cancelled: parent step aborted)", resultText(t, res, true))
 	// disposed: its workflow/end was delivered before the tool returned
-	ends := filter(e.events.of(id), workflow.EventEnd)
+	ends := filter(e.events.Of(id), workflow.EventEnd)
 	require.Len(t, ends, 1)
 	require.Equal(t, workflow.StopCancelled, ends[0].Result.StopReason)
 }
@@ -198,16 +199,16 @@ func (e *env) recordText(id string) string {
 
 func TestWorkflowW56_RunIsAJobOfKindWorkflow(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	tool := e.mount(workflowtool.Config{}, true).Tool()
 	out := e.callAsync(testCtx(t), tool, toolArgs("phase('Scan')\nlog('hi')\nreturn await agent('p')", auditMeta))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	list := e.call(testCtx(t), e.jobs.List(), `{}`)
 	require.Equal(t, "workflow-1 [workflow] running — audit", resultText(t, list, false))
 	snap, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
 	require.NoError(t, err)
 	require.Equal(t, "A", snap.GetOwnerSession())
-	e.stub.finish(t, r, text("ok"), nil)
+	e.stub.Finish(t, r, text("ok"), nil)
 	res := recv(t, out)
 	require.Equal(t, "workflow \"audit\" completed (1 agent).\nReturn value:\n\"ok\"", resultText(t, res, false))
 	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", "A")
@@ -220,21 +221,21 @@ func TestWorkflowW56_RunIsAJobOfKindWorkflow(t *testing.T) {
 	require.Equal(t, "workflow \"audit\" completed (1 agent).\nReturn value:\n\"ok\"\n[status: completed]", resultText(t, outText, false))
 	e.noNotice()
 	require.Equal(t, "phase: Scan\nlog: hi\nagent 1 started: p\nagent 1 completed: p\n", e.recordText("workflow-1"))
-	require.Equal(t, 1, e.stub.disposes(r))
+	require.Equal(t, 1, e.stub.Disposes(r))
 }
 
 func TestWorkflowW57_HumanKillAndJobKillReachTheRun(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	tool := e.mount(workflowtool.Config{}, true).Tool()
 	out := e.callAsync(testCtx(t), tool, toolArgs("return await agent('p')", auditMeta))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	kr, err := e.ctl.Kill(testCtx(t), "A", "workflow-1")
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, kr)
 	res := recv(t, out)
 	require.Equal(t, "Error: workflow run was cancelled (workflow run cancelled: cancelled by the user)", resultText(t, res, true))
-	require.Equal(t, "cancelled by the user", context.Cause(r.ctx).Error())
+	require.Equal(t, "cancelled by the user", context.Cause(r.Ctx).Error())
 	snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", "A")
 	require.NoError(t, err)
 	require.Equal(t, job.Killed, snap.GetStatus())
@@ -243,12 +244,12 @@ func TestWorkflowW57_HumanKillAndJobKillReachTheRun(t *testing.T) {
 
 	// job_kill from a parallel call
 	out = e.callAsync(testCtx(t), tool, toolArgs("return await agent('p')", auditMeta))
-	r = e.stub.awaitStarts(t, 2)[1]
+	r = e.stub.AwaitStarts(t, 2)[1]
 	kill := e.call(testCtx(t), e.jobs.Kill(), `{"job_id":"workflow-2","reason":"superseded"}`)
 	require.False(t, kill.IsError, kill.Content)
 	res = recv(t, out)
 	require.True(t, strings.HasSuffix(resultText(t, res, true), "(workflow run cancelled: superseded)"), res.Content)
-	require.Equal(t, "superseded", context.Cause(r.ctx).Error())
+	require.Equal(t, "superseded", context.Cause(r.Ctx).Error())
 	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-2", "A")
 	require.NoError(t, err)
 	require.Equal(t, job.Killed, snap.GetStatus())
@@ -274,8 +275,8 @@ func TestWorkflowW59_BackgroundModeNotifiesTheOwner(t *testing.T) {
 	outText := e.call(testCtx(t), e.jobs.Output(), `{"job_id":"workflow-2"}`)
 	require.Equal(t, "workflow run failed: WorkflowError: agent() option \"bogus\" is not recognized (supported: label, phase, schema, provider, model)\n[status: failed, error]",
 		resultText(t, outText, false))
-	for _, r := range e.stub.runs() {
-		require.Equal(t, 1, e.stub.disposes(r))
+	for _, r := range e.stub.Runs() {
+		require.Equal(t, 1, e.stub.Disposes(r))
 	}
 
 	off := e.mount(workflowtool.Config{}, true).Tool()
@@ -301,7 +302,7 @@ func TestSpec181_MaxTotalAgentsAboveTheCeilingOrZeroThrowsSynchronously(t *testi
 		require.Equal(t, workflow.CodeInvalidArgument, me.Code)
 		require.Equal(t, want, me.Message)
 	}
-	require.Empty(t, e.events.all())
+	require.Empty(t, e.events.All())
 }
 
 func TestSpec182_ARunTimeThrowResolvesTheResultWithError(t *testing.T) {
@@ -318,8 +319,8 @@ func TestSpec182_ARunTimeThrowResolvesTheResultWithError(t *testing.T) {
 
 func TestSpec183_AMaxTokensChildGivesNullAndTheRunCompletes(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) {
-		s.mu.reply = func(subagent.ResolvedRequest, int) subagent.Result {
+	e.stub.Set(func(s *workflowtest.Behaviour) {
+		s.Reply = func(subagent.ResolvedRequest, int) subagent.Result {
 			return subagent.Result{StopReason: subagent.StopMaxTokens}
 		}
 	})
@@ -330,7 +331,7 @@ func TestSpec183_AMaxTokensChildGivesNullAndTheRunCompletes(t *testing.T) {
 	require.Equal(t, workflow.StopCompleted, res.StopReason)
 	require.JSONEq(t, `{"v":null,"ok":true}`, string(res.Value))
 	require.NoError(t, run.Dispose(testCtx(t)))
-	ends := filter(e.events.of(run.ID()), workflow.EventAgentEnd)
+	ends := filter(e.events.Of(run.ID()), workflow.EventAgentEnd)
 	require.Len(t, ends, 1)
 	require.Equal(t, workflow.OutcomeFailed, ends[0].Outcome)
 }
@@ -359,15 +360,15 @@ func TestForegroundJobRunThatEndsAtOnceSendsNoNotice(t *testing.T) {
 // foreground call still returns (errored, the run disposed).
 func TestWorkflowJobOwnerTeardownCancelsTheRun(t *testing.T) {
 	e := newEnv(t)
-	e.stub.set(func(s *stub) { s.mu.mode = manual })
+	e.stub.Set(func(s *workflowtest.Behaviour) { s.Mode = manual })
 	tool := e.mount(workflowtool.Config{}, true).Tool()
 	out := e.callAsync(testCtx(t), tool, toolArgs("return await agent('p')", auditMeta))
-	r := e.stub.awaitStarts(t, 1)[0]
+	r := e.stub.AwaitStarts(t, 1)[0]
 	require.NoError(t, e.parent.Dispose(testCtx(t)))
 	res := recv(t, out)
 	require.Equal(t, "Error: workflow run was cancelled (workflow run cancelled: owner disposed)", resultText(t, res, true))
-	require.Equal(t, "owner disposed", context.Cause(r.ctx).Error())
-	require.Equal(t, 1, e.stub.disposes(r))
+	require.Equal(t, "owner disposed", context.Cause(r.Ctx).Error())
+	require.Equal(t, 1, e.stub.Disposes(r))
 	// the owner's jobs go with it (its records are deleted at teardown)
 	_, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
 	require.Error(t, err)

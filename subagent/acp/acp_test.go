@@ -499,13 +499,17 @@ func TestScopeDisposalStopsEveryProcess(t *testing.T) {
 	require.True(t, strings.HasPrefix(res.Diagnostic, "acp agent exited during session/prompt: "), res.Diagnostic)
 }
 
-func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
+// background mounts the job and subagent tools over a provider registered with cfg and
+// returns a model-tool caller acting as a live parent agent, and the job tool named name.
+func background(t *testing.T, cfg acp.Config) (call func(tool tools.Tool, args string) string, jobTool func(name string) tools.Tool) {
+	t.Helper()
 	sys, logs := troupetest.NewSystem(t)
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), slog.New(logs))
 	require.NoError(t, err)
-	_, err = acp.Register(rt, sys.Scope(), acp.Config{Command: "/nonexistent/agent", Cwd: t.TempDir()})
+	cfg.Logger = slog.New(logs)
+	_, err = acp.Register(rt, sys.Scope(), cfg)
 	require.NoError(t, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(t, err)
@@ -517,20 +521,54 @@ func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
 	parent, err := sys.NewAgent(sc, "parent")
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
-	call := func(tool tools.Tool, args string) string {
+	call = func(tool tools.Tool, args string) string {
 		res := jobs.Pipeline().Run(ctxFor(t), tool, tools.Call{ID: "c-" + tool.Name, Name: tool.Name,
 			Args: json.RawMessage(args), Caller: tools.AsAgent(parent)})
 		text, _ := res.SingleText()
 		return text
 	}
-	require.Equal(t, "started background subagent job subagent-1",
-		call(m.Tool(), `{"description":"x","prompt":"p","run_in_background":true}`))
-	var output tools.Tool
-	for _, tl := range jobs.All() {
-		if tl.Name == jobtools.NameOutput {
-			output = tl
+	jobTool = func(name string) tools.Tool {
+		if name == subagenttool.DefaultToolName {
+			return m.Tool()
 		}
+		for _, tl := range jobs.All() {
+			if tl.Name == name {
+				return tl
+			}
+		}
+		t.Fatalf("no tool %q", name)
+		return tools.Tool{}
 	}
-	out := call(output, `{"job_id":"subagent-1","wait":true}`)
+	return call, jobTool
+}
+
+func TestInteropA13_BackgroundSpawnFailure(t *testing.T) {
+	call, tool := background(t, acp.Config{Command: "/nonexistent/agent", Cwd: t.TempDir()})
+	require.Equal(t, "started background subagent job subagent-1",
+		call(tool(subagenttool.DefaultToolName), `{"description":"x","prompt":"p","run_in_background":true}`))
+	out := call(tool(jobtools.NameOutput), `{"job_id":"subagent-1","wait":true}`)
 	require.True(t, strings.HasPrefix(out, "(no new output)\n[status: failed, Error: acp provider \"acp\": cannot start /nonexistent/agent: "), "%q", out)
+}
+
+// A12's background form (SPEC §5.4): a background delegation killed while its ACP child
+// is still starting (the fake holds session/new) rejects CANCELLED after the process is
+// gone, and the job settles killed (a start rejected under an aborted signal), not failed.
+func TestInteropA12_BackgroundKilledBeforeStartIsKilled(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "fake.log")
+	cfg := fakeConfig(t, acptest.Script{Log: log, HoldNewSession: true}, t.TempDir())
+	rec := acptest.NewRecorder(budget)
+	cfg.Observe = rec.Observe
+	call, tool := background(t, cfg)
+	require.Equal(t, "started background subagent job subagent-1",
+		call(tool(subagenttool.DefaultToolName), `{"description":"x","prompt":"p","run_in_background":true}`))
+	rec.Wait(t, acp.EventInitialized)
+	require.Equal(t, "requested cancellation of job subagent-1", call(tool(jobtools.NameKill), `{"job_id":"subagent-1","reason":"superseded"}`))
+	out := call(tool(jobtools.NameOutput), `{"job_id":"subagent-1","wait":true}`)
+	require.Equal(t, "(no new output)\n[status: killed, superseded]", out)
+	spawned := rec.Of(acp.EventSpawned)
+	require.Len(t, spawned, 1)
+	acptest.RequireGone(t, spawned[0].Marker, spawned[0].PID)
+	got := acptest.Methods(acptest.ReadLog(t, log))
+	require.Contains(t, got, "initialize")
+	require.NotContains(t, got, "session/prompt", "the fake never received a prompt")
 }

@@ -15,7 +15,7 @@ import (
 
 // benchCluster starts n members over a fresh schema and 30 children spread by
 // the cluster; it returns the members and each child's home member index.
-func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int) {
+func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int, map[string]string) {
 	b.Helper()
 	dsn := pgtest.Schema(b)
 	ev := &events{}
@@ -31,14 +31,16 @@ func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int) {
 	}
 	children := make([]string, 30)
 	home := map[string]int{}
+	creds := map[string]string{} // child → the parent's credential (the start's reply)
 	for i := range children {
 		children[i] = fmt.Sprintf("bc%02d", i)
 		l, ok := ms[i%n].do(cluster.Command{Op: "start", ID: children[i], Sender: "p", Content: "start"})
 		require.True(b, ok)
 		require.Empty(b, l.Code, l.Message)
 		home[children[i]] = byName[l.Where]
+		creds[children[i]] = l.Cred
 	}
-	return ms, children, home
+	return ms, children, home, creds
 }
 
 // BenchmarkClusterFollowups: acknowledged (durable) followups per second through
@@ -47,7 +49,7 @@ func benchCluster(b *testing.B, n int) ([]*member, []string, map[string]int) {
 func BenchmarkClusterFollowups(b *testing.B) {
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			ms, children, _ := benchCluster(b, n)
+			ms, children, _, creds := benchCluster(b, n)
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -58,7 +60,7 @@ func BenchmarkClusterFollowups(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for k := next.Add(1); k <= int64(b.N); k = next.Add(1) {
-						l, ok := ms[int(k)%n].do(cluster.Command{Op: "followup", ID: children[w], Sender: "p",
+						l, ok := ms[int(k)%n].do(cluster.Command{Op: "followup", ID: children[w], Sender: "p", Cred: creds[children[w]],
 							Content: fmt.Sprintf("f%d", k)})
 						if !ok || l.Code != "" {
 							b.Errorf("followup: %v %s", ok, l.Message)
@@ -76,7 +78,7 @@ func BenchmarkClusterFollowups(b *testing.B) {
 // BenchmarkClusterFollowupLatency: one followup at a time to a child, sent
 // through the member it lives on (same-node) or through another (cross-node).
 func BenchmarkClusterFollowupLatency(b *testing.B) {
-	ms, children, home := benchCluster(b, 3)
+	ms, children, home, creds := benchCluster(b, 3)
 	for _, cross := range []bool{false, true} {
 		b.Run(map[bool]string{false: "same-node", true: "cross-node"}[cross], func(b *testing.B) {
 			b.ReportAllocs()
@@ -86,7 +88,7 @@ func BenchmarkClusterFollowupLatency(b *testing.B) {
 				if cross {
 					via = (via + 1) % 3
 				}
-				l, ok := ms[via].do(cluster.Command{Op: "followup", ID: c, Sender: "p", Content: fmt.Sprintf("l%d", i)})
+				l, ok := ms[via].do(cluster.Command{Op: "followup", ID: c, Sender: "p", Cred: creds[c], Content: fmt.Sprintf("l%d", i)})
 				if !ok || l.Code != "" {
 					b.Fatalf("followup: %v %s", ok, l.Message)
 				}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +46,13 @@ type grain struct {
 	// seen maps every inbox message id of the session (stored or accepted by
 	// this Activation) to its message: a retried send is answered, not re-accepted.
 	seen map[string]session.InboxMessage
+	// desc is the child's descriptor: its parent's member and credential hash.
+	desc descriptor
+	// announce: a turn ended (or was logged aborted) in this epoch since the last
+	// settlement notice; stop and final are the last turn's stop reason and
+	// closing text, for the next notice.
+	announce    bool
+	stop, final string
 }
 
 func (g *grain) Receive(c actor.Context) {
@@ -56,6 +65,8 @@ func (g *grain) Receive(c actor.Context) {
 		c.Respond(g.followup(c, m))
 	case *wire.Interrupt:
 		c.Respond(g.interrupt(c, m))
+	case *wire.Notice:
+		c.Respond(g.noticeIn(c, m))
 	case *wire.Probe:
 		if ack := g.ensure(c); ack != nil {
 			c.Respond(ack)
@@ -118,6 +129,7 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 		return g.storeFailed(c, err)
 	}
 	g.active, g.epoch, g.header, g.core = true, snap.Header.Epoch, snap.Header, activation.NewCore()
+	g.desc, g.announce, g.stop, g.final = readDescriptor(snap.Log), false, "", ""
 	g.history = g.history[:0]
 	g.seen = make(map[string]session.InboxMessage, len(snap.Inbox))
 	for _, m := range snap.Inbox {
@@ -141,6 +153,9 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 			return g.storeFailed(c, err)
 		}
 		g.ended += uint64(len(cutOff))
+		// The cut-off turn is this epoch's news: the parent hears of the
+		// settlement that follows (unless a later turn ends first).
+		g.announce, g.stop = true, subagent.StopAborted
 	}
 	g.n.event("activated", g.id, g.epoch, "")
 	g.apply(c, g.core.Restore(toRun, nil))
@@ -167,11 +182,22 @@ func (g *grain) start(c actor.Context, m *wire.Start) *wire.Ack {
 	if !validID(m.MessageId) {
 		return fail(CodeInvalid, "invalid message id")
 	}
+	switch {
+	case m.ParentSession == "" || len(m.ParentSession) > 256 || !utf8.ValidString(m.ParentSession):
+		return fail(CodeInvalid, "invalid parent session")
+	case len(m.CredentialHash) != sha256.Size:
+		return fail(CodeInvalid, "a start needs its parent's credential hash")
+	case m.ParentKind != "" && m.ParentKind != session.ParentSubagent:
+		return fail(CodeInvalid, "invalid parent kind")
+	case m.ParentKind == "" && (m.ParentNode == "" || len(m.ParentNode) > 256 || !utf8.ValidString(m.ParentNode)):
+		return fail(CodeInvalid, "a top-level parent's start needs its member's address")
+	}
 	if g.active {
 		return g.retried(m.MessageId)
 	}
-	desc, _ := json.Marshal(map[string]string{"label": m.Label, "provider": "cluster"})
-	h := session.Header{ID: g.id, ParentSession: m.ParentSession, Origin: "subagent",
+	desc, _ := json.Marshal(descriptor{Label: m.Label, Provider: "cluster", ParentNode: m.ParentNode,
+		Credential: hex.EncodeToString(m.CredentialHash)})
+	h := session.Header{ID: g.id, ParentSession: m.ParentSession, ParentKind: m.ParentKind, Origin: "subagent",
 		CreatedAt: time.Now().UnixMilli(), Version: session.HeaderVersion}
 	ctx, cancel := g.ctx()
 	err := g.n.store.Create(ctx, h, []session.Entry{{Kind: session.EntryDescriptor, Descriptor: desc}})
@@ -188,11 +214,15 @@ func (g *grain) start(c actor.Context, m *wire.Start) *wire.Ack {
 	return g.accept(c, m.MessageId, m.Content, session.Source{Kind: "parent", SenderSessionID: m.ParentSession})
 }
 
-// authorised checks the sender against the child's parent. The sender is the
-// calling node's word for it; see the README's "Cluster" section on authority.
-func (g *grain) authorised(sender string) *wire.Ack {
+// authorised checks a request against the child's parent: the sender must be
+// the parent of record and the credential its own (Credential: the stored hash
+// compared in constant time). A member's word for the sender is not enough.
+func (g *grain) authorised(sender string, credential []byte) *wire.Ack {
 	if sender != g.header.ParentSession {
 		return fail(CodeUnauthorized, "session %q is not the parent of %q", bound(sender), g.id)
+	}
+	if !credentialMatches(g.desc.Credential, credential) {
+		return fail(CodeUnauthorized, "the credential presented for %q's parent %q is not its parent's", g.id, bound(sender))
 	}
 	return nil
 }
@@ -204,7 +234,7 @@ func (g *grain) followup(c actor.Context, m *wire.Followup) *wire.Ack {
 	if ack := g.ensure(c); ack != nil {
 		return ack
 	}
-	if bad := g.authorised(m.SenderSession); bad != nil {
+	if bad := g.authorised(m.SenderSession, m.Credential); bad != nil {
 		return bad
 	}
 	if !validID(m.MessageId) {
@@ -249,7 +279,7 @@ func (g *grain) interrupt(c actor.Context, m *wire.Interrupt) *wire.Ack {
 	if ack := g.ensure(c); ack != nil {
 		return ack
 	}
-	if bad := g.authorised(m.SenderSession); bad != nil {
+	if bad := g.authorised(m.SenderSession, m.Credential); bad != nil {
 		return bad
 	}
 	g.apply(c, g.core.Interrupt())
@@ -262,6 +292,10 @@ func (g *grain) apply(c actor.Context, eff activation.Effect) {
 	}
 	if eff.StartTurn != nil {
 		g.runTurn(c, *eff.StartTurn)
+	}
+	if eff.Settle && g.announce {
+		g.announce = false
+		g.notify()
 	}
 }
 
@@ -305,6 +339,7 @@ func (g *grain) turnDone(c actor.Context, m *turnDone) {
 	}
 	g.history = append(g.history, m.produced...)
 	g.ended++
+	g.announce, g.stop, g.final = true, m.res.StopReason, m.res.Text()
 	g.apply(c, g.core.TurnEnded())
 }
 

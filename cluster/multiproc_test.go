@@ -44,13 +44,18 @@ type member struct {
 
 // events is the record of every node's events, in the order the driver read them.
 type events struct {
-	mu  sync.Mutex // guards all: the driver's record
-	all []cluster.Line
+	mu      sync.Mutex // guards all and changed: the driver's record
+	all     []cluster.Line
+	changed chan struct{} // closed (and cleared) by each add: wakes waitEvent
 }
 
 func (e *events) add(l cluster.Line) {
 	e.mu.Lock()
 	e.all = append(e.all, l)
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
 	e.mu.Unlock()
 }
 
@@ -225,13 +230,20 @@ func TestClusterFailover(t *testing.T) {
 	var recMu sync.Mutex // guards record: the driver's record
 	record := map[string][]*sent{}
 	where := map[string]string{} // child → member that last answered for it
+	creds := map[string]string{} // child → its parent's credential (the start's reply)
 	send := func(m *member, i int, op, content string) *sent {
 		s := &sent{child: child(i), content: content, call: time.Now().UnixNano()}
-		l, ok := m.do(cluster.Command{Op: op, ID: child(i), Sender: parent(i), Content: content, TimeoutMS: 8000})
+		recMu.Lock()
+		cred := creds[child(i)]
+		recMu.Unlock()
+		l, ok := m.do(cluster.Command{Op: op, ID: child(i), Sender: parent(i), Cred: cred, Content: content, TimeoutMS: 8000})
 		if ok {
 			s.ret, s.ack = time.Now().UnixNano(), l
 		}
 		recMu.Lock()
+		if op == "start" && ok && l.Code == "" {
+			creds[s.child] = l.Cred
+		}
 		if op != "interrupt" {
 			record[s.child] = append(record[s.child], s)
 		}

@@ -50,6 +50,11 @@ type Config struct {
 	Event func(kind, session string, epoch uint64, inbox string)
 	// Refused, if set, is told each refused peer (Guard.Refused).
 	Refused func(reason, detail string)
+	// Notice, if set, is handed each settlement notice of a child whose parent is
+	// a top-level agent of this member (the parent's surface); a retried notice
+	// may come twice with the same ID. It must not block. Unset, this member's
+	// endpoint refuses notices (CodeNotFound) and the child's member retries.
+	Notice func(Notice)
 }
 
 // Node is one running member.
@@ -63,6 +68,11 @@ type Node struct {
 	system       *actor.ActorSystem
 	cl           *pcluster.Cluster
 	provider     pcluster.ClusterProvider
+	notice       func(Notice)
+	logger       *slog.Logger
+	// ctx ends at Shutdown: the notice deliveries in flight give up.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (n *Node) event(kind, id string, epoch uint64, inbox string) {
@@ -121,7 +131,8 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{name: cfg.NodeName, store: cfg.Store, runner: cfg.Runner, storeTimeout: cfg.StoreTimeout,
-		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider}
+		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider, notice: cfg.Notice, logger: cfg.Logger}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	g := &Guard{Secret: cfg.Secret, Logger: cfg.Logger, Refused: cfg.Refused}
 	sopts, dopts := g.ServerOptions(), g.DialOptions()
 	if cfg.TLS != nil {
@@ -137,25 +148,60 @@ func Start(cfg Config) (*Node, error) {
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(cfg.RequestTimeout))
 	n.cl = pcluster.New(n.system, cc)
 	n.cl.StartMember()
+	if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &endpoint{n: n} }), NoticeEndpoint); err != nil {
+		n.cancel()
+		n.cl.Shutdown(true)
+		return nil, messages.Errorf(CodeConfig, "cluster: the notice endpoint: %v", err)
+	}
 	return n, nil
 }
 
-// Shutdown leaves the cluster gracefully (protoactor holds about two seconds).
-func (n *Node) Shutdown() { n.cl.Shutdown(true) }
-
-// Start creates child id under parent and accepts its first prompt.
-func (n *Node) Start(ctx context.Context, parent, id, label, content string) (*wire.Ack, error) {
-	return n.call(ctx, id, &wire.Start{SessionId: id, ParentSession: parent, Content: content, Label: label, MessageId: newID()})
+// Shutdown leaves the cluster gracefully (protoactor holds about two seconds);
+// notice deliveries still retrying give up.
+func (n *Node) Shutdown() {
+	n.cancel()
+	n.cl.Shutdown(true)
 }
 
-// Followup accepts content into child id's inbox; a nil error means durable.
-func (n *Node) Followup(ctx context.Context, sender, id, content string) (*wire.Ack, error) {
-	return n.call(ctx, id, &wire.Followup{SessionId: id, SenderSession: sender, Content: content, MessageId: newID()})
+// Parent is whom a Start speaks for: a top-level agent of this member (Kind "")
+// or a continuable child living in the cluster (Kind session.ParentSubagent).
+// The child's settlement notices go back to it: to this member's notice
+// endpoint (Config.Notice), or through the cluster into the parent child's inbox.
+type Parent struct {
+	Session string
+	Kind    string
 }
 
-// Interrupt cancels child id's running turn and parks its queue.
-func (n *Node) Interrupt(ctx context.Context, sender, id string) (*wire.Ack, error) {
-	return n.call(ctx, id, &wire.Interrupt{SessionId: id, SenderSession: sender})
+// Start creates child id under parent and accepts its first prompt. It mints
+// the parent's Credential for the child (only its hash goes to the child's
+// member and the store); the caller keeps it: every Followup and Interrupt of
+// the child must present it.
+func (n *Node) Start(ctx context.Context, parent Parent, id, label, content string) (*wire.Ack, Credential, error) {
+	cred, sum := mintCredential(parent.Session)
+	msg := &wire.Start{SessionId: id, ParentSession: parent.Session, ParentKind: parent.Kind, Content: content,
+		Label: label, MessageId: newID(), CredentialHash: sum}
+	if parent.Kind == "" {
+		msg.ParentNode = n.Address()
+	}
+	ack, err := n.call(ctx, id, msg)
+	if err != nil {
+		return ack, Credential{}, err
+	}
+	return ack, cred, nil
+}
+
+// Followup accepts content into child id's inbox as from cred's parent; a nil
+// error means durable. A credential that is not the child's parent's is refused
+// with CodeUnauthorized and nothing is accepted.
+func (n *Node) Followup(ctx context.Context, cred Credential, id, content string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Followup{SessionId: id, SenderSession: cred.Parent, Content: content,
+		MessageId: newID(), Credential: cred.raw()})
+}
+
+// Interrupt cancels child id's running turn and parks its queue, as cred's
+// parent (refused like Followup).
+func (n *Node) Interrupt(ctx context.Context, cred Credential, id string) (*wire.Ack, error) {
+	return n.call(ctx, id, &wire.Interrupt{SessionId: id, SenderSession: cred.Parent, Credential: cred.raw()})
 }
 
 // Probe activates child id if it is not live and reports its state.

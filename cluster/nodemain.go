@@ -32,6 +32,12 @@ type Command struct {
 	ID      string `json:"id,omitempty"`
 	Sender  string `json:"sender,omitempty"`
 	Content string `json:"content,omitempty"`
+	// Cred is the parent's credential secret for the child (a start's reply
+	// carries it): followup and interrupt present it, as Sender.
+	Cred string `json:"cred,omitempty"`
+	// ParentKind is a start's parent kind: "" for a top-level parent on this
+	// node, "subagent" for a parent that is a cluster child.
+	ParentKind string `json:"parentKind,omitempty"`
 	// TimeoutMS bounds the call (default 10 s).
 	TimeoutMS int `json:"timeoutMs,omitempty"`
 }
@@ -40,7 +46,7 @@ type Command struct {
 // or an event (Event set).
 type Line struct {
 	Req     int64  `json:"req,omitempty"`
-	Event   string `json:"event,omitempty"` // ready, activated, turn, stale, refused
+	Event   string `json:"event,omitempty"` // ready, activated, turn, stale, refused, notice, notice-lost
 	Node    string `json:"node,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"`
@@ -53,15 +59,32 @@ type Line struct {
 	Queued  uint64 `json:"queued,omitempty"`
 	Where   string `json:"where,omitempty"` // the member that answered (the child's node)
 	Address string `json:"address,omitempty"`
+	// Cred is a start's credential (its reply); Child, Stop and Content are a
+	// notice event's child, stop reason and text (ID is its parent, InboxID its id).
+	Cred    string `json:"cred,omitempty"`
+	Child   string `json:"child,omitempty"`
+	Stop    string `json:"stop,omitempty"`
+	Content string `json:"content,omitempty"`
 	AtNS    int64  `json:"atNs"`
 }
 
 // EchoRunner is the demo's turn runner: each turn answers "done: <input>" after
 // Delay (a cancelled turn ends early, aborted). troupe runs no LLM.
-func EchoRunner(delay time.Duration) subagent.TurnRunner {
+func EchoRunner(delay time.Duration) subagent.TurnRunner { return SlowEchoRunner(delay, delay) }
+
+// SlowPrefix makes a SlowEchoRunner turn take its slow delay.
+const SlowPrefix = "slow:"
+
+// SlowEchoRunner is EchoRunner whose turns on an input starting with SlowPrefix
+// take slow instead of delay (tests kill a member in the middle of one).
+func SlowEchoRunner(delay, slow time.Duration) subagent.TurnRunner {
 	s := subagent.NewScripted()
 	s.Match = func(t subagent.Turn) (subagent.Reply, bool) {
-		return subagent.Reply{Text: "done: " + t.Input.Text(), Delay: delay}, true
+		d := delay
+		if strings.HasPrefix(t.Input.Text(), SlowPrefix) {
+			d = slow
+		}
+		return subagent.Reply{Text: "done: " + t.Input.Text(), Delay: d}, true
 	}
 	return turnsOnly{s}
 }
@@ -87,6 +110,7 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	port := fs.Int("port", 0, "listen port (0: any)")
 	dsn := fs.String("dsn", os.Getenv("TROUPE_PG_DSN"), "PostgreSQL connection string")
 	delay := fs.Duration("turn-delay", 20*time.Millisecond, "how long each demo turn takes")
+	slow := fs.Duration("slow-turn-delay", 5*time.Second, `how long a turn on an input starting with "slow:" takes`)
 	reqTimeout := fs.Duration("request-timeout", 2*time.Second, "one routed request's timeout (retried)")
 	ttl := fs.Duration("ttl", time.Second, "a member whose heartbeat is older is dead")
 	if err := fs.Parse(args); err != nil {
@@ -113,13 +137,17 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer pool.Close()
 	n, err := Start(Config{Name: *clusterName, NodeName: *name, Host: *host, Port: *port, Secret: []byte(secret),
-		Store: store, Provider: &Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5}, Runner: EchoRunner(*delay),
+		Store: store, Provider: &Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5}, Runner: SlowEchoRunner(*delay, *slow),
 		Logger: logger, RequestTimeout: *reqTimeout,
 		Event: func(kind, id string, epoch uint64, inbox string) {
 			out.put(Line{Event: kind, Node: *name, ID: id, Epoch: epoch, InboxID: inbox})
 		},
 		Refused: func(reason, detail string) {
 			out.put(Line{Event: "refused", Node: *name, Code: reason, Message: detail})
+		},
+		Notice: func(nt Notice) {
+			out.put(Line{Event: "notice", Node: *name, ID: nt.Parent, Child: nt.Child, InboxID: nt.ID,
+				Stop: nt.StopReason, Content: nt.Content})
 		}})
 	if err != nil {
 		fmt.Fprintln(stderr, "troupe-node:", err)
@@ -178,11 +206,13 @@ func serve(n *Node, name string, c Command) Line {
 	}
 	switch strings.ToLower(c.Op) {
 	case "start":
-		ack, err = n.Start(ctx, c.Sender, c.ID, "demo", c.Content)
+		var cred Credential
+		ack, cred, err = n.Start(ctx, Parent{Session: c.Sender, Kind: c.ParentKind}, c.ID, "demo", c.Content)
+		l.Cred = cred.Secret
 	case "followup":
-		ack, err = n.Followup(ctx, c.Sender, c.ID, c.Content)
+		ack, err = n.Followup(ctx, Credential{Parent: c.Sender, Secret: c.Cred}, c.ID, c.Content)
 	case "interrupt":
-		ack, err = n.Interrupt(ctx, c.Sender, c.ID)
+		ack, err = n.Interrupt(ctx, Credential{Parent: c.Sender, Secret: c.Cred}, c.ID)
 	case "probe":
 		ack, err = n.Probe(ctx, c.ID)
 	case "members":

@@ -26,6 +26,7 @@ var AllowedTypes = map[string]bool{
 	"troupe.cluster.v1.Followup":  true,
 	"troupe.cluster.v1.Interrupt": true,
 	"troupe.cluster.v1.Probe":     true,
+	"troupe.cluster.v1.Notice":    true,
 	"troupe.cluster.v1.Ack":       true,
 	// protoactor's cluster protocol.
 	"cluster.GossipRequest":               true,

@@ -33,7 +33,18 @@ type Start struct {
 	Label         string                 `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
 	// message_id names the first prompt; a retry with the same id is answered
 	// with the first acceptance instead of a second one (or DUPLICATE_CHILD).
-	MessageId     string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// credential_hash is SHA-256 of the parent's credential for this child
+	// (minted by the parent's node, never sent in clear to the child): stored in
+	// the child's descriptor, it is what every later Followup and Interrupt's
+	// credential is compared with.
+	CredentialHash []byte `protobuf:"bytes,6,opt,name=credential_hash,json=credentialHash,proto3" json:"credential_hash,omitempty"`
+	// parent_kind is "" for a top-level parent living on parent_node, "subagent"
+	// for a parent that is itself a cluster child (addressed through the cluster).
+	ParentKind string `protobuf:"bytes,7,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
+	// parent_node is the host:port of the member a top-level parent lives on: its
+	// settlement notices go to that member's notice endpoint.
+	ParentNode    string `protobuf:"bytes,8,opt,name=parent_node,json=parentNode,proto3" json:"parent_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -103,6 +114,27 @@ func (x *Start) GetMessageId() string {
 	return ""
 }
 
+func (x *Start) GetCredentialHash() []byte {
+	if x != nil {
+		return x.CredentialHash
+	}
+	return nil
+}
+
+func (x *Start) GetParentKind() string {
+	if x != nil {
+		return x.ParentKind
+	}
+	return ""
+}
+
+func (x *Start) GetParentNode() string {
+	if x != nil {
+		return x.ParentNode
+	}
+	return ""
+}
+
 // Followup accepts a message into a child's inbox.
 type Followup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -110,7 +142,9 @@ type Followup struct {
 	SenderSession string                 `protobuf:"bytes,2,opt,name=sender_session,json=senderSession,proto3" json:"sender_session,omitempty"`
 	Content       string                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// message_id names the message; a retry with the same id is accepted once.
-	MessageId     string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// credential is the parent's credential for this child (Start minted it).
+	Credential    []byte `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -173,11 +207,20 @@ func (x *Followup) GetMessageId() string {
 	return ""
 }
 
+func (x *Followup) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
 // Interrupt cancels a child's running turn and parks its queue.
 type Interrupt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SenderSession string                 `protobuf:"bytes,2,opt,name=sender_session,json=senderSession,proto3" json:"sender_session,omitempty"`
+	// credential is the parent's credential for this child (Start minted it).
+	Credential    []byte `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +269,105 @@ func (x *Interrupt) GetSenderSession() string {
 	return ""
 }
 
+func (x *Interrupt) GetCredential() []byte {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// Notice is a child's settlement notice to its parent: sent to the parent
+// member's notice endpoint (a top-level parent) or through the cluster to the
+// parent's own Activation (a parent that is a cluster child), where it is
+// accepted into the parent's inbox and wakes it.
+type Notice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parent_session is the recipient; child_session the child that settled.
+	ParentSession string `protobuf:"bytes,1,opt,name=parent_session,json=parentSession,proto3" json:"parent_session,omitempty"`
+	ChildSession  string `protobuf:"bytes,2,opt,name=child_session,json=childSession,proto3" json:"child_session,omitempty"`
+	// notice_id is unique per settlement: a retried notice is accepted once.
+	NoticeId string `protobuf:"bytes,3,opt,name=notice_id,json=noticeId,proto3" json:"notice_id,omitempty"`
+	// stop_reason is the last turn's (subagent.Stop*); summary the SPEC §6.5
+	// line; content the summary and the child's closing message.
+	StopReason    string `protobuf:"bytes,4,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	Summary       string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	Content       string `protobuf:"bytes,6,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notice) Reset() {
+	*x = Notice{}
+	mi := &file_wire_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notice) ProtoMessage() {}
+
+func (x *Notice) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notice.ProtoReflect.Descriptor instead.
+func (*Notice) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Notice) GetParentSession() string {
+	if x != nil {
+		return x.ParentSession
+	}
+	return ""
+}
+
+func (x *Notice) GetChildSession() string {
+	if x != nil {
+		return x.ChildSession
+	}
+	return ""
+}
+
+func (x *Notice) GetNoticeId() string {
+	if x != nil {
+		return x.NoticeId
+	}
+	return ""
+}
+
+func (x *Notice) GetStopReason() string {
+	if x != nil {
+		return x.StopReason
+	}
+	return ""
+}
+
+func (x *Notice) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Notice) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
 // Probe asks a child's Activation for its state (tests, the demo).
 type Probe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -236,7 +378,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_wire_proto_msgTypes[3]
+	mi := &file_wire_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -248,7 +390,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[3]
+	mi := &file_wire_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -261,7 +403,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{3}
+	return file_wire_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Probe) GetSessionId() string {
@@ -289,7 +431,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +443,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +456,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{4}
+	return file_wire_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Ack) GetCode() string {
@@ -378,7 +520,7 @@ var File_wire_proto protoreflect.FileDescriptor
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"wire.proto\x12\x11troupe.cluster.v1\"\x9c\x01\n" +
+	"wire.proto\x12\x11troupe.cluster.v1\"\x87\x02\n" +
 	"\x05Start\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
@@ -386,18 +528,37 @@ const file_wire_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x14\n" +
 	"\x05label\x18\x04 \x01(\tR\x05label\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x05 \x01(\tR\tmessageId\"\x89\x01\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\x12'\n" +
+	"\x0fcredential_hash\x18\x06 \x01(\fR\x0ecredentialHash\x12\x1f\n" +
+	"\vparent_kind\x18\a \x01(\tR\n" +
+	"parentKind\x12\x1f\n" +
+	"\vparent_node\x18\b \x01(\tR\n" +
+	"parentNode\"\xa9\x01\n" +
 	"\bFollowup\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x0esender_session\x18\x02 \x01(\tR\rsenderSession\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x04 \x01(\tR\tmessageId\"Q\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\fR\n" +
+	"credential\"q\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
-	"\x0esender_session\x18\x02 \x01(\tR\rsenderSession\"&\n" +
+	"\x0esender_session\x18\x02 \x01(\tR\rsenderSession\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\fR\n" +
+	"credential\"\xc6\x01\n" +
+	"\x06Notice\x12%\n" +
+	"\x0eparent_session\x18\x01 \x01(\tR\rparentSession\x12#\n" +
+	"\rchild_session\x18\x02 \x01(\tR\fchildSession\x12\x1b\n" +
+	"\tnotice_id\x18\x03 \x01(\tR\bnoticeId\x12\x1f\n" +
+	"\vstop_reason\x18\x04 \x01(\tR\n" +
+	"stopReason\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x12\x18\n" +
+	"\acontent\x18\x06 \x01(\tR\acontent\"&\n" +
 	"\x05Probe\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\xcb\x01\n" +
@@ -424,13 +585,14 @@ func file_wire_proto_rawDescGZIP() []byte {
 	return file_wire_proto_rawDescData
 }
 
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_wire_proto_goTypes = []any{
 	(*Start)(nil),     // 0: troupe.cluster.v1.Start
 	(*Followup)(nil),  // 1: troupe.cluster.v1.Followup
 	(*Interrupt)(nil), // 2: troupe.cluster.v1.Interrupt
-	(*Probe)(nil),     // 3: troupe.cluster.v1.Probe
-	(*Ack)(nil),       // 4: troupe.cluster.v1.Ack
+	(*Notice)(nil),    // 3: troupe.cluster.v1.Notice
+	(*Probe)(nil),     // 4: troupe.cluster.v1.Probe
+	(*Ack)(nil),       // 5: troupe.cluster.v1.Ack
 }
 var file_wire_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -451,7 +613,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -36,7 +36,9 @@ echo "== SIGKILL n$victim"
 kill -9 "${pids[$victim]}"
 for c in $(seq 0 11); do
   n=$(((victim + 1 + c % 2) % 3))
-  req=$((req+1)); send "$n" "{\"req\":$req,\"op\":\"followup\",\"id\":\"$name-c$c\",\"sender\":\"p$((c % 4))\",\"content\":\"after the kill $c\",\"timeoutMs\":8000}"
+  # the parent's credential for the child, from its start's reply (a followup without it is refused)
+  cred=$(grep -h "\"id\":\"$name-c$c\"" "$dir"/n*.out | grep -o '"cred":"[^"]*"' | head -n 1 | cut -d'"' -f4)
+  req=$((req+1)); send "$n" "{\"req\":$req,\"op\":\"followup\",\"id\":\"$name-c$c\",\"sender\":\"p$((c % 4))\",\"cred\":\"$cred\",\"content\":\"after the kill $c\",\"timeoutMs\":8000}"
 done
 sleep 4
 echo "== after the kill: every child answered by a survivor (epoch 2 where n$victim had it)"

@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/cluster"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/session"
@@ -101,6 +102,8 @@ type System struct {
 	logger     *slog.Logger
 	dispatcher actor.Dispatcher
 	pool       *PoolDispatcher // the default dispatcher, closed by Shutdown
+
+	member *cluster.Node // JoinCluster's; StartContinuations places children through it
 
 	stopped  chan struct{}
 	shutdown sync.Once
@@ -226,7 +229,10 @@ func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Opt
 // store nil leaves the manager without persistence (PERSISTENCE_UNAVAILABLE).
 func (s *System) StartContinuations(store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
 	surface func(childID string) owner.Surface, opts ...activation.Option) (*activation.Manager, error) {
-	return activation.Start(activation.Host{
+	if s.member != nil {
+		opts = append([]activation.Option{activation.WithPlacement(s.member.Placement())}, opts...)
+	}
+	m, err := activation.Start(activation.Host{
 		Actors:    s.actors,
 		Scope:     s.root,
 		Jobs:      s.jobs,
@@ -235,6 +241,10 @@ func (s *System) StartContinuations(store session.Store, runtime *subagent.Runti
 			return s.NewAgent(nil, session, o)
 		},
 	}, store, runtime, runner, surface, opts...)
+	if err == nil && s.member != nil {
+		s.member.Bind(m)
+	}
+	return m, err
 }
 
 // StartController starts the job-controller actor (the human surface: job.kill,

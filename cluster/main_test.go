@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -27,6 +28,9 @@ const (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) == "1" {
+		if slices.Contains(os.Args[1:], facadeFlag) {
+			os.Exit(runFacadeNode(os.Args[1:]))
+		}
 		os.Exit(cluster.RunNode(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if mode := os.Getenv(peerEnv); mode != "" {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/cluster/wire"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
@@ -55,6 +56,9 @@ type Config struct {
 	// may come twice with the same ID. It must not block. Unset, this member's
 	// endpoint refuses notices (CodeNotFound) and the child's member retries.
 	Notice func(Notice)
+	// Local, if set, makes this a facade member (troupe.System.JoinCluster): its
+	// children run on the member's continuation manager (Bind), not on Runner.
+	Local *Local
 }
 
 // Node is one running member.
@@ -70,6 +74,10 @@ type Node struct {
 	provider     pcluster.ClusterProvider
 	notice       func(Notice)
 	logger       *slog.Logger
+	local        *Local
+	proxies      *actor.PID
+	// key derives the credentials of this member's top-level parents' children.
+	key [credentialBytes]byte
 	// ctx ends at Shutdown: the notice deliveries in flight give up.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -110,7 +118,7 @@ func loopback(host string) bool {
 // (protoactor's StartMember holds about a second).
 func Start(cfg Config) (*Node, error) {
 	switch {
-	case cfg.Store == nil || cfg.Runner == nil || cfg.Provider == nil:
+	case cfg.Store == nil || (cfg.Runner == nil && cfg.Local == nil) || cfg.Provider == nil:
 		return nil, messages.Errorf(CodeConfig, "cluster: a store, a runner and a provider are required")
 	case len(cfg.Secret) < 16:
 		return nil, messages.Errorf(CodeConfig, "cluster: the shared secret must be at least 16 bytes")
@@ -131,7 +139,9 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	n := &Node{name: cfg.NodeName, store: cfg.Store, runner: cfg.Runner, storeTimeout: cfg.StoreTimeout,
-		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider, notice: cfg.Notice, logger: cfg.Logger}
+		reqTimeout: cfg.RequestTimeout, eventf: cfg.Event, provider: cfg.Provider, notice: cfg.Notice, logger: cfg.Logger,
+		local: cfg.Local}
+	_, _ = rand.Read(n.key[:])
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	g := &Guard{Secret: cfg.Secret, Logger: cfg.Logger, Refused: cfg.Refused}
 	sopts, dopts := g.ServerOptions(), g.DialOptions()
@@ -143,10 +153,17 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 	rc := remote.Configure(cfg.Host, cfg.Port, remote.WithServerOptions(sopts...), remote.WithDialOptions(dopts...))
-	kind := pcluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{n: n} }))
+	producer := func() actor.Actor { return &grain{n: n} }
+	if cfg.Local != nil {
+		producer = func() actor.Actor { return &facade{n: n} }
+	}
+	kind := pcluster.NewKind(Kind, actor.PropsFromProducer(producer))
 	cc := pcluster.Configure(cfg.Name, cfg.Provider, disthash.New(), rc,
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(cfg.RequestTimeout))
 	n.cl = pcluster.New(n.system, cc)
+	n.proxies = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &proxies{n: n, agents: map[string]*owner.Agent{}}
+	}))
 	n.cl.StartMember()
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &endpoint{n: n} }), NoticeEndpoint); err != nil {
 		n.cancel()

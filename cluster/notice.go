@@ -127,6 +127,10 @@ func (e *endpoint) Receive(c actor.Context) {
 		c.Respond(bad)
 		return
 	}
+	if e.n.local != nil {
+		c.Respond(e.n.endpointFacade(m))
+		return
+	}
 	if e.n.notice == nil {
 		c.Respond(fail(CodeNotFound, "no parent %q on this member", bound(m.ParentSession)))
 		return

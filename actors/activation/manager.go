@@ -39,6 +39,9 @@ type Descriptor struct {
 	AgentModel    string               `json:"agentModel,omitempty"`
 	Persona       string               `json:"persona,omitempty"`
 	ToolFilter    *subagent.ToolFilter `json:"toolFilter,omitempty"`
+	// Cluster is the record a cluster member keeps with a child it placed
+	// (StartPlaced): opaque to this package.
+	Cluster json.RawMessage `json:"cluster,omitempty"`
 }
 
 // ParseDescriptor reads a persisted descriptor. An unknown version is an error with
@@ -96,6 +99,8 @@ type Deps struct {
 	// Restarts.MaxRestarts failures within Restarts.Within (the zero value: 3 within
 	// 10 s, as read by Now) it stops instead.
 	Restarts supervision.Intensity
+	// Placement, if set, places the children in a cluster (WithPlacement).
+	Placement *Placement
 	// RestartGrace is how long the restart of a crashed Activation waits for the
 	// turn it had in flight (cancelled) to return, so that the restarted one takes
 	// its new epoch after the old turn is over; 0 means DefaultRestartGrace (1 s).
@@ -193,8 +198,40 @@ func (m *Manager) StartContinuable(ctx context.Context, provider, label string, 
 // id, and returns once its first message is accepted (durable in its inbox
 // journal), before any model request. ctx governs only the steps before
 // acceptance: any failure before it — ctx's end included — rolls the child back
-// entirely and returns no ids.
+// entirely and returns no ids. With a Placement the child is started on the
+// cluster member that owns its id (StartHere there).
 func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
+	if m.deps.Placement != nil {
+		if ctx.Err() != nil {
+			return "", "", job.Aborted(ctx)
+		}
+		if !m.available(ctx) {
+			return "", "", unavailable()
+		}
+		if m.draining.Load() {
+			return "", "", draining()
+		}
+		kind, _, err := m.placed(ctx, parent)
+		if err != nil {
+			return "", "", err
+		}
+		if childID == "" {
+			childID = newChildID()
+		}
+		return m.deps.Placement.Start(ctx, parent, kind, provider, label, childID, req)
+	}
+	return m.StartHere(ctx, parent, provider, label, childID, req)
+}
+
+// StartHere is Start on this Manager, whatever its Placement: the member that
+// owns childID runs it (parent is the live agent that speaks for the parent here).
+func (m *Manager) StartHere(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request) (string, string, error) {
+	return m.StartPlaced(ctx, parent, provider, label, childID, req, nil)
+}
+
+// StartPlaced is StartHere that keeps record (a cluster member's record of the
+// child: its parent's member, its credential's hash) in the child's descriptor.
+func (m *Manager) StartPlaced(ctx context.Context, parent *owner.Agent, provider, label, childID string, req subagent.Request, record json.RawMessage) (string, string, error) {
 	if ctx.Err() != nil {
 		return "", "", job.Aborted(ctx)
 	}
@@ -219,7 +256,7 @@ func (m *Manager) Start(ctx context.Context, parent *owner.Agent, provider, labe
 		return "", "", messages.Errorf(subagent.CodeDuplicateChild, "subagent %q already exists", childID)
 	}
 	d := Descriptor{Version: DescriptorVersion, Mode: "continuable", Provider: provider, Label: label,
-		Persona: req.Persona, ToolFilter: req.ToolFilter}
+		Persona: req.Persona, ToolFilter: req.ToolFilter, Cluster: record}
 	if o := req.Options; o != nil {
 		d.AgentProvider, d.AgentModel = o.Provider, o.Model
 	}
@@ -272,7 +309,30 @@ func prepare(ctx context.Context, cp subagent.Continuable, req subagent.Request)
 // running or waiting Activation, or a cold resume. parent must be the exact live
 // parent of record. ctx governs only lookup and admission: the answer says whether
 // the message was accepted, and a ctx that ends after acceptance changes nothing.
+//
+// With a Placement it goes to the member that owns childID (FollowupHere there).
 func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
+	if m.deps.Placement != nil {
+		if ctx.Err() != nil {
+			return "", job.Aborted(ctx)
+		}
+		if !m.available(ctx) {
+			return "", unavailable()
+		}
+		if m.draining.Load() {
+			return "", draining()
+		}
+		kind, _, err := m.placed(ctx, parent)
+		if err != nil {
+			return "", err
+		}
+		return m.deps.Placement.Followup(ctx, parent, kind, childID, content, source)
+	}
+	return m.FollowupHere(ctx, parent, childID, content, source)
+}
+
+// FollowupHere is Followup on this Manager, whatever its Placement.
+func (m *Manager) FollowupHere(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
 	if ctx.Err() != nil {
 		return "", job.Aborted(ctx)
 	}
@@ -294,7 +354,29 @@ func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, co
 // Interrupt stops target's current turn and parks its queued messages (SPEC §6.4).
 // It returns once admitted; the turn ends asynchronously. Without the agent
 // service it is a silent no-op.
+//
+// With a Placement, an interrupt by an agent (auth.Ancestor) goes to the member
+// that owns target, as its direct parent (InterruptHere there); user authority
+// (auth.ParentSession) reaches only the children resident on this member.
 func (m *Manager) Interrupt(ctx context.Context, target string, auth Authority) error {
+	if m.deps.Placement != nil && auth.Ancestor != nil {
+		if ctx.Err() != nil {
+			return job.Aborted(ctx)
+		}
+		if !m.available(ctx) {
+			return nil
+		}
+		kind, _, err := m.placed(ctx, auth.Ancestor)
+		if err != nil {
+			return err
+		}
+		return m.deps.Placement.Interrupt(ctx, auth.Ancestor, kind, target)
+	}
+	return m.InterruptHere(ctx, target, auth)
+}
+
+// InterruptHere is Interrupt on this Manager, whatever its Placement.
+func (m *Manager) InterruptHere(ctx context.Context, target string, auth Authority) error {
 	if ctx.Err() != nil {
 		return job.Aborted(ctx)
 	}

@@ -44,7 +44,12 @@ type Start struct {
 	ParentKind string `protobuf:"bytes,7,opt,name=parent_kind,json=parentKind,proto3" json:"parent_kind,omitempty"`
 	// parent_node is the host:port of the member a top-level parent lives on: its
 	// settlement notices go to that member's notice endpoint.
-	ParentNode    string `protobuf:"bytes,8,opt,name=parent_node,json=parentNode,proto3" json:"parent_node,omitempty"`
+	ParentNode string `protobuf:"bytes,8,opt,name=parent_node,json=parentNode,proto3" json:"parent_node,omitempty"`
+	// provider and request (a subagent.Request as JSON) are a facade member's
+	// start (troupe.System.JoinCluster): the child's member starts it with its own
+	// continuation manager and provider of that name.
+	Provider      string `protobuf:"bytes,9,opt,name=provider,proto3" json:"provider,omitempty"`
+	Request       []byte `protobuf:"bytes,10,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +140,20 @@ func (x *Start) GetParentNode() string {
 	return ""
 }
 
+func (x *Start) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Start) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 // Followup accepts a message into a child's inbox.
 type Followup struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -144,7 +163,11 @@ type Followup struct {
 	// message_id names the message; a retry with the same id is accepted once.
 	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// credential is the parent's credential for this child (Start minted it).
-	Credential    []byte `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential []byte `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
+	// source_kind and source_form are the message's session.Source (a facade
+	// member's followup).
+	SourceKind    string `protobuf:"bytes,6,opt,name=source_kind,json=sourceKind,proto3" json:"source_kind,omitempty"`
+	SourceForm    string `protobuf:"bytes,7,opt,name=source_form,json=sourceForm,proto3" json:"source_form,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +235,20 @@ func (x *Followup) GetCredential() []byte {
 		return x.Credential
 	}
 	return nil
+}
+
+func (x *Followup) GetSourceKind() string {
+	if x != nil {
+		return x.SourceKind
+	}
+	return ""
+}
+
+func (x *Followup) GetSourceForm() string {
+	if x != nil {
+		return x.SourceForm
+	}
+	return ""
 }
 
 // Interrupt cancels a child's running turn and parks its queue.
@@ -289,9 +326,14 @@ type Notice struct {
 	NoticeId string `protobuf:"bytes,3,opt,name=notice_id,json=noticeId,proto3" json:"notice_id,omitempty"`
 	// stop_reason is the last turn's (subagent.Stop*); summary the SPEC §6.5
 	// line; content the summary and the child's closing message.
-	StopReason    string `protobuf:"bytes,4,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
-	Summary       string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
-	Content       string `protobuf:"bytes,6,opt,name=content,proto3" json:"content,omitempty"`
+	StopReason string `protobuf:"bytes,4,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
+	Summary    string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	Content    string `protobuf:"bytes,6,opt,name=content,proto3" json:"content,omitempty"`
+	// message is the owner.Message a facade member's child sent its parent (a
+	// settlement notice or, relay set, a report; quiet: injected), as JSON.
+	Message       []byte `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Relay         bool   `protobuf:"varint,8,opt,name=relay,proto3" json:"relay,omitempty"`
+	Quiet         bool   `protobuf:"varint,9,opt,name=quiet,proto3" json:"quiet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +408,27 @@ func (x *Notice) GetContent() string {
 		return x.Content
 	}
 	return ""
+}
+
+func (x *Notice) GetMessage() []byte {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *Notice) GetRelay() bool {
+	if x != nil {
+		return x.Relay
+	}
+	return false
+}
+
+func (x *Notice) GetQuiet() bool {
+	if x != nil {
+		return x.Quiet
+	}
+	return false
 }
 
 // Probe asks a child's Activation for its state (tests, the demo).
@@ -520,7 +583,7 @@ var File_wire_proto protoreflect.FileDescriptor
 const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"wire.proto\x12\x11troupe.cluster.v1\"\x87\x02\n" +
+	"wire.proto\x12\x11troupe.cluster.v1\"\xbd\x02\n" +
 	"\x05Start\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
@@ -533,7 +596,10 @@ const file_wire_proto_rawDesc = "" +
 	"\vparent_kind\x18\a \x01(\tR\n" +
 	"parentKind\x12\x1f\n" +
 	"\vparent_node\x18\b \x01(\tR\n" +
-	"parentNode\"\xa9\x01\n" +
+	"parentNode\x12\x1a\n" +
+	"\bprovider\x18\t \x01(\tR\bprovider\x12\x18\n" +
+	"\arequest\x18\n" +
+	" \x01(\fR\arequest\"\xeb\x01\n" +
 	"\bFollowup\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
@@ -543,14 +609,18 @@ const file_wire_proto_rawDesc = "" +
 	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x05 \x01(\fR\n" +
-	"credential\"q\n" +
+	"credential\x12\x1f\n" +
+	"\vsource_kind\x18\x06 \x01(\tR\n" +
+	"sourceKind\x12\x1f\n" +
+	"\vsource_form\x18\a \x01(\tR\n" +
+	"sourceForm\"q\n" +
 	"\tInterrupt\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12%\n" +
 	"\x0esender_session\x18\x02 \x01(\tR\rsenderSession\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x03 \x01(\fR\n" +
-	"credential\"\xc6\x01\n" +
+	"credential\"\x8c\x02\n" +
 	"\x06Notice\x12%\n" +
 	"\x0eparent_session\x18\x01 \x01(\tR\rparentSession\x12#\n" +
 	"\rchild_session\x18\x02 \x01(\tR\fchildSession\x12\x1b\n" +
@@ -558,7 +628,10 @@ const file_wire_proto_rawDesc = "" +
 	"\vstop_reason\x18\x04 \x01(\tR\n" +
 	"stopReason\x12\x18\n" +
 	"\asummary\x18\x05 \x01(\tR\asummary\x12\x18\n" +
-	"\acontent\x18\x06 \x01(\tR\acontent\"&\n" +
+	"\acontent\x18\x06 \x01(\tR\acontent\x12\x18\n" +
+	"\amessage\x18\a \x01(\fR\amessage\x12\x14\n" +
+	"\x05relay\x18\b \x01(\bR\x05relay\x12\x14\n" +
+	"\x05quiet\x18\t \x01(\bR\x05quiet\"&\n" +
 	"\x05Probe\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"\xcb\x01\n" +

@@ -227,6 +227,8 @@ func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Opt
 // (child-first) before the actors stop. surface, if set, gives each child agent
 // its delivery surface (nil, or a nil result: the child's own Activation inbox).
 // store nil leaves the manager without persistence (PERSISTENCE_UNAVAILABLE).
+// After JoinCluster the manager places every child through the cluster
+// (activation.WithPlacement) and the member runs the children it owns on it.
 func (s *System) StartContinuations(store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
 	surface func(childID string) owner.Surface, opts ...activation.Option) (*activation.Manager, error) {
 	if s.member != nil {

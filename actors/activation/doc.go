@@ -21,6 +21,10 @@
 //     order. A child settles when no turn runs, no woken message waits and no child
 //     of its own is resident; its parent then gets the settlement notice.
 //  5. Shutting the System down drains every Activation, child-first.
+//  6. With a Placement (WithPlacement; troupe.System.JoinCluster) Start, Followup
+//     and Interrupt by an agent check the exact live parent here and go to the
+//     cluster member that owns the child, whose Manager runs them with StartPlaced,
+//     FollowupHere and InterruptHere; the other calls stay on this Manager.
 //
 // Actors and goroutines:
 //   - the directory actor (one per Manager) owns session id → Activation, the

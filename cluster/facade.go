@@ -229,8 +229,15 @@ type forwarder struct {
 
 func (f *forwarder) send(msg owner.Message, quiet bool) error {
 	raw, err := json.Marshal(msg)
+	for err == nil && len(raw) > maxNoticeMessage && len(msg.More) > 0 { // the closing message's tail goes first
+		msg.More = msg.More[:len(msg.More)-1]
+		raw, err = json.Marshal(msg)
+	}
 	if err != nil {
 		return err
+	}
+	if len(raw) > maxNoticeMessage {
+		return messages.Errorf(CodeInvalid, "cluster: a notice of %d bytes does not fit the wire", len(raw))
 	}
 	id := msg.ID
 	if !validID(id) {
@@ -456,6 +463,8 @@ func (n *Node) endpointFacade(m *wire.Notice) *wire.Ack {
 	if err := json.Unmarshal(m.Message, &msg); err != nil {
 		return fail(CodeInvalid, "the notice's message is not JSON: %v", err)
 	}
+	// What reaches the parent's surface is valid UTF-8 (JSON decoding replaced
+	// any invalid byte) and bounded (maxNoticeMessage).
 	if err := n.local.Deliver(m.ParentSession, m.ChildSession, msg, m.Relay, m.Quiet); err != nil {
 		return coded(err)
 	}

@@ -24,7 +24,8 @@ import (
 // interrupt from a guarded member that says sender=p with a made-up credential
 // are refused cluster/unauthorized and run no turn. C's turn starts grandchild G
 // through B's Manager (placed by the cluster); G's notice becomes C's next turn,
-// and p hears of it on A. Then B is SIGKILLed in the middle of C's slow turn with
+// and p hears of it on A. p interrupts C's slow turn through the manager and
+// hears that C stopped. Then B is SIGKILLed in the middle of C's slow turn with
 // a followup queued: p's next followup reaches C on a survivor at a new epoch,
 // the cut-off turn is logged aborted, the queued one runs, and p's notice
 // arrives on A.
@@ -97,6 +98,22 @@ func TestClusterFacade(t *testing.T) {
 		return l.Event == "pnotice" && l.Child == c && strings.Contains(l.Content, "Background subagent "+g+" finished")
 	})
 	require.Equal(t, a.name, nested.Node)
+
+	// An interrupt through the manager: the parent's credential over the cluster
+	// cancels the slow turn on B, and p hears that C stopped.
+	l, ok = a.do(cluster.Command{Op: "ffollowup", ID: c, Content: cluster.SlowPrefix + "interrupted"})
+	require.True(t, ok)
+	require.Empty(t, l.Code, l.Message)
+	ev.waitEvent(t, 10*time.Second, "the turn to interrupt", func(l cluster.Line) bool {
+		return l.Event == "fturn" && l.ID == c && l.Content == cluster.SlowPrefix+"interrupted"
+	})
+	l, ok = a.do(cluster.Command{Op: "finterrupt", ID: c})
+	require.True(t, ok)
+	require.Empty(t, l.Code, l.Message)
+	stopped := ev.waitEvent(t, 10*time.Second, "p's notice of the interrupt", func(l cluster.Line) bool {
+		return l.Event == "pnotice" && l.Child == c && strings.HasPrefix(l.Content, "Background subagent "+c+" was stopped before it finished.")
+	})
+	require.Equal(t, a.name, stopped.Node)
 
 	// SIGKILL of C's member mid-turn, a followup queued behind the slow turn.
 	l, ok = a.do(cluster.Command{Op: "ffollowup", ID: c, Content: cluster.SlowPrefix + "long"})

@@ -26,6 +26,9 @@ import (
 // through the cluster by its session id instead.
 const NoticeEndpoint = "troupe-notices"
 
+// maxNoticeMessage bounds a notice's owner.Message (JSON) on the wire.
+const maxNoticeMessage = 4 * MaxContent
+
 // noticeTimeout bounds how long a child's member keeps retrying one notice.
 const noticeTimeout = 30 * time.Second
 
@@ -148,6 +151,9 @@ func validNotice(m *wire.Notice) *wire.Ack {
 	}
 	if !validID(m.NoticeId) {
 		return fail(CodeInvalid, "invalid notice id")
+	}
+	if len(m.Message) > maxNoticeMessage {
+		return fail(CodeInvalid, "a notice's message must be at most %d bytes", maxNoticeMessage)
 	}
 	if len(m.Content) > MaxContent || len(m.Summary) > MaxContent || !utf8.ValidString(m.Content) ||
 		!utf8.ValidString(m.Summary) || len(m.StopReason) > 64 || !utf8.ValidString(m.StopReason) {

@@ -21,7 +21,7 @@ import (
 // calls run as (the job's owner's, or "" for an unowned job).
 type Race struct {
 	Jobs                      *registry.Client
-	Caller                    string
+	Caller                    registry.Caller
 	Seed                      uint64
 	Kills, Waits, Reads, Gets int
 	NoisePercent              int // scheduling noise before each call; 0 means 50

@@ -61,9 +61,9 @@ type Call struct {
 }
 
 // Caller is the identity a tool call acts with: an agent instance (its session is
-// the agent's own), a bare session id (the fence only, for a caller without an
-// instance), or nobody (the zero value, "no agent"). Build one with AsAgent or
-// AsSession; the fields are private so the two cannot disagree.
+// the agent's own) or nobody (the zero value, "no agent"). Build one with AsAgent;
+// a session string is no identity (the registry checks that the agent is its
+// session's registered instance, docs/THREAT-MODEL.md).
 type Caller struct {
 	agent   *owner.Agent
 	session string
@@ -76,9 +76,6 @@ func AsAgent(a *owner.Agent) Caller {
 	}
 	return Caller{agent: a, session: a.Session()}
 }
-
-// AsSession is the identity of a caller known only by its session id ("": nobody).
-func AsSession(session string) Caller { return Caller{session: session} }
 
 // Session is the caller's session id ("" for no agent).
 func (c Caller) Session() string { return c.session }

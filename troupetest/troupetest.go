@@ -4,6 +4,7 @@ package troupetest
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -241,7 +242,7 @@ func (p *Producer) Runs() int {
 }
 
 // Settled waits (without claiming) until job id has settled and its observers ran.
-func Settled(t testing.TB, sys *troupe.System, id, caller string) *messages.JobSnapshot {
+func Settled(t testing.TB, sys *troupe.System, id string, caller registry.Caller) *messages.JobSnapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
 	defer cancel()
@@ -255,7 +256,7 @@ func Settled(t testing.TB, sys *troupe.System, id, caller string) *messages.JobS
 // it: wait on Settled, a reply or an observer for those.
 func Barrier(t testing.TB, sys *troupe.System) {
 	t.Helper()
-	_, err := sys.Jobs().List(context.Background(), "")
+	_, err := sys.Jobs().List(context.Background(), registry.NoCaller)
 	require.NoError(t, err)
 }
 

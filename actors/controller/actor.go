@@ -156,7 +156,7 @@ func (a *controllerActor) Receive(c actor.Context) {
 
 // kill is job.kill: lookup, fence and a non-claiming kill, in one registry message.
 func (a *controllerActor) kill(ctx context.Context, m *messages.JobKill) *messages.JobKillReply {
-	res, _, err := a.jobs.Kill(ctx, m.JobId, m.SessionId, registry.KillOptions{Reason: ReasonUser, NoClaim: true})
+	res, _, err := a.jobs.Kill(ctx, m.JobId, forUser(m.SessionId), registry.KillOptions{Reason: ReasonUser, NoClaim: true})
 	if err != nil {
 		return &messages.JobKillReply{Error: notFound(err, m.SessionId, m.JobId)}
 	}
@@ -190,7 +190,7 @@ func (a *controllerActor) openRoster(c actor.Context, m *messages.JobListOpen) {
 
 func (a *controllerActor) sendRoster(c actor.Context, r *roster) {
 	r.dirty = false
-	jobs, err := a.jobs.List(context.Background(), r.session)
+	jobs, err := a.jobs.List(context.Background(), forUser(r.session))
 	frame := &messages.JobRoster{StreamId: r.stream}
 	if err != nil {
 		frame.Error = notFound(err, r.session, "")
@@ -206,7 +206,7 @@ func (a *controllerActor) openFollow(c actor.Context, m *messages.JobFollowOpen)
 	if to == nil {
 		return
 	}
-	rec, snap, err := a.jobs.Record(context.Background(), m.JobId, m.SessionId)
+	rec, snap, err := a.jobs.Record(context.Background(), m.JobId, forUser(m.SessionId))
 	if err != nil {
 		c.Send(to, &messages.JobFollowFrame{StreamId: m.StreamId,
 			Frame: &messages.JobFollowFrame_Error{Error: notFound(err, m.SessionId, m.JobId)}})
@@ -237,7 +237,7 @@ func (a *controllerActor) openFollow(c actor.Context, m *messages.JobFollowOpen)
 	c.Send(to, &messages.JobFollowFrame{StreamId: m.StreamId, Frame: &messages.JobFollowFrame_Opened{Opened: opened}})
 	root, self, jobs := c.ActorSystem().Root, c.Self(), a.jobs
 	go func() {
-		snap, err := jobs.AwaitSettled(ctx, m.JobId, m.SessionId)
+		snap, err := jobs.AwaitSettled(ctx, m.JobId, forUser(m.SessionId))
 		if ctx.Err() == nil {
 			root.Send(self, &followSettle{k: k, snap: snap, err: err})
 		}

@@ -40,15 +40,16 @@ type (
 		err error
 	}
 	getReq struct {
-		id, caller string
-		reply      chan<- getRes
+		id     string
+		caller Caller
+		reply  chan<- getRes
 	}
 	getRes struct {
 		snap *messages.JobSnapshot
 		err  error
 	}
 	listReq struct {
-		caller string
+		caller Caller
 		reply  chan<- ListResult
 	}
 	regKind   int
@@ -92,8 +93,9 @@ type (
 	finishDispose struct{}
 	jobGone       struct{ id string }
 	recordReq     struct {
-		id, caller string
-		reply      chan<- recordRes
+		id     string
+		caller Caller
+		reply  chan<- recordRes
 	}
 	recordRes struct {
 		rec  *job.Record
@@ -101,8 +103,9 @@ type (
 		err  error
 	}
 	observeReq struct {
-		id, caller string
-		reply      chan<- getRes
+		id     string
+		caller Caller
+		reply  chan<- getRes
 	}
 	// closeAdmission refuses every later Start (Shutdown's first step).
 	closeAdmission struct{}
@@ -197,7 +200,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case *startReq:
 		r.startReq(c, m)
 	case *getReq:
-		rec, err := r.access(m.id, m.caller)
+		rec, err := r.accessAs(m.id, m.caller)
 		if err != nil {
 			m.reply <- getRes{err: err}
 			return
@@ -208,14 +211,18 @@ func (r *registryActor) Receive(c actor.Context) {
 			m.reply <- ListResult{Err: errDisposed()}
 			return
 		}
-		recs := r.idx.list(m.caller)
+		recs, err := r.listAs(m.caller)
+		if err != nil {
+			m.reply <- ListResult{Err: err}
+			return
+		}
 		out := make([]*messages.JobSnapshot, len(recs))
 		for i, rec := range recs {
 			out[i] = rec.snapshot()
 		}
 		m.reply <- ListResult{Jobs: out}
 	case *observeReq:
-		rec, err := r.access(m.id, m.caller)
+		rec, err := r.accessAs(m.id, m.caller)
 		switch {
 		case err != nil:
 			m.reply <- getRes{err: err}
@@ -225,18 +232,14 @@ func (r *registryActor) Receive(c actor.Context) {
 			m.reply <- getRes{snap: rec.snapshot()}
 		}
 	case *recordReq:
-		rec, err := r.access(m.id, m.caller)
+		rec, err := r.accessAs(m.id, m.caller)
 		if err != nil {
 			m.reply <- recordRes{err: err}
 			return
 		}
 		m.reply <- recordRes{rec: rec.out, snap: rec.snapshot()}
-	case *job.Read:
-		r.read(c, m)
-	case *job.Kill:
-		r.kill(c, m)
-	case *job.Wait:
-		r.wait(c, m)
+	case *asCaller:
+		r.serveAs(c, m)
 	case *job.WaitEnd:
 		if rec := r.idx.get(m.ID); rec != nil && rec.live() {
 			c.Send(rec.pid, m)

@@ -98,9 +98,10 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 	return res.id, res.err
 }
 
-// Get returns a non-consuming snapshot of a job visible to caller (a session id; ""
-// for a caller with no agent). It never touches the read cursor or the claim.
-func (c *Client) Get(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
+// Get returns a non-consuming snapshot of a job visible to caller (AsAgent, or
+// NoCaller; see Caller: an agent that is not its session's registered instance is
+// refused job/unauthenticated). It never touches the read cursor or the claim.
+func (c *Client) Get(ctx context.Context, id string, caller Caller) (*messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return nil, job.Aborted(ctx)
 	}
@@ -116,7 +117,7 @@ func (c *Client) Get(ctx context.Context, id, caller string) (*messages.JobSnaps
 // AwaitSettled waits until the job has settled and its settlement step — observers
 // included — has run, and returns the settled snapshot. Unlike Wait it claims
 // nothing and counts as no waiter: it is an observation, for UIs and tests.
-func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages.JobSnapshot, error) {
+func (c *Client) AwaitSettled(ctx context.Context, id string, caller Caller) (*messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return nil, job.Aborted(ctx)
 	}
@@ -134,7 +135,7 @@ func (c *Client) AwaitSettled(ctx context.Context, id, caller string) (*messages
 
 // Record returns a job's output record (nil if the job declared none) and a
 // snapshot, under read's fence. It touches neither the read cursor nor the claim.
-func (c *Client) Record(ctx context.Context, id, caller string) (*job.Record, *messages.JobSnapshot, error) {
+func (c *Client) Record(ctx context.Context, id string, caller Caller) (*job.Record, *messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return nil, nil, job.Aborted(ctx)
 	}
@@ -149,7 +150,7 @@ func (c *Client) Record(ctx context.Context, id, caller string) (*job.Record, *m
 
 // List returns the jobs visible to caller in registration order: its session's own
 // and every unowned job.
-func (c *Client) List(ctx context.Context, caller string) ([]*messages.JobSnapshot, error) {
+func (c *Client) List(ctx context.Context, caller Caller) ([]*messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return nil, job.Aborted(ctx)
 	}
@@ -163,7 +164,7 @@ func (c *Client) List(ctx context.Context, caller string) ([]*messages.JobSnapsh
 // ListAsync sends a list query and returns where its answer will arrive. The query
 // is queued before ListAsync returns, so an observer that calls it sees every
 // commit made before it was called (SPEC §1.3 rule 12).
-func (c *Client) ListAsync(caller string) <-chan ListResult {
+func (c *Client) ListAsync(caller Caller) <-chan ListResult {
 	reply := make(chan ListResult, 1)
 	c.root.Send(c.pid, &listReq{caller: caller, reply: reply})
 	return reply
@@ -174,12 +175,12 @@ func (c *Client) ListAsync(caller string) <-chan ListResult {
 // the final output, idempotently, after settlement. A read of a settled job claims
 // its completion report. A read whose ctx ended before the job actor took it up
 // reads nothing (a stream's delta stays for the next read).
-func (c *Client) Read(ctx context.Context, id, caller string) (string, *messages.JobSnapshot, error) {
+func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return "", nil, job.Aborted(ctx)
 	}
 	reply := make(chan job.ReadResult, 1)
-	c.root.Send(c.pid, &job.Read{ID: id, Caller: caller, Ctx: ctx, Reply: reply})
+	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Read{ID: id, Ctx: ctx, Reply: reply}})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return "", nil, err
@@ -201,12 +202,12 @@ type KillOptions struct {
 // job, and Kill returns at ctx's end (job/aborted). A kill whose ctx ended before
 // its Cancel started changes nothing; one whose Cancel was already running lands
 // when (if) that Cancel returns.
-func (c *Client) Kill(ctx context.Context, id, caller string, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
+func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOptions) (messages.KillResult, *messages.JobSnapshot, error) {
 	if ctx.Err() != nil {
 		return 0, nil, job.Aborted(ctx)
 	}
 	reply := make(chan job.KillResult, 1)
-	c.root.Send(c.pid, &job.Kill{ID: id, Caller: caller, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: reply})
+	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: reply}})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return 0, nil, err
@@ -218,12 +219,12 @@ func (c *Client) Kill(ctx context.Context, id, caller string, opts KillOptions) 
 // settlement it returns the settled snapshot (and claims the report); when timeout
 // passes it returns the live snapshot and claims nothing; when ctx ends first it
 // fails with job/wait-aborted and the job keeps running.
-func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, caller string) (*messages.JobSnapshot, error) {
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, caller Caller) (*messages.JobSnapshot, error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, timeout, job.ErrWaitTimeout)
 	defer cancel()
 	reply := make(chan job.WaitResult, 1)
 	token := c.tokens.Add(1)
-	c.root.Send(c.pid, &job.Wait{ID: id, Caller: caller, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply})
+	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Wait{ID: id, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply}})
 	select {
 	case res := <-reply:
 		return res.Snapshot, res.Err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"time"
 
@@ -179,10 +180,10 @@ func scenarioNotices(st *stage) error {
 	st.started("alice", id, spec.Label)
 	st.cause(id, causeModelKill)
 	args, _ := json.Marshal(map[string]string{"job_id": id, "reason": "superseded"})
-	res := mount.Pipeline().Run(context.Background(), mount.Kill(), tools.Call{ID: "k1", Name: jobtools.NameKill, Args: args, Caller: tools.AsSession("alice")})
+	res := mount.Pipeline().Run(context.Background(), mount.Kill(), tools.Call{ID: "k1", Name: jobtools.NameKill, Args: args, Caller: tools.AsAgent(alice)})
 	text, _ = res.SingleText()
 	st.emit(Event{Kind: KindTool, Who: "alice", Status: jobtools.NameKill, Job: id, Detail: id, Text: text})
-	snap, err := sys.Jobs().AwaitSettled(context.Background(), id, "alice")
+	snap, err := sys.Jobs().AwaitSettled(context.Background(), id, registry.AsAgent(alice))
 	if err != nil {
 		return err
 	}

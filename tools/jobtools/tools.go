@@ -115,11 +115,11 @@ func (t *Tools) output(ctx context.Context, call tools.Call) tools.Result {
 			ms = *args.TimeoutMs
 		}
 		ms = min(ms, float64(t.cfg.MaxWaitTimeoutMs))
-		if _, err := t.jobs.Wait(ctx, id, time.Duration(ms*float64(time.Millisecond)), call.Caller.Session()); err != nil {
+		if _, err := t.jobs.Wait(ctx, id, time.Duration(ms*float64(time.Millisecond)), registry.AsAgent(call.Caller.Agent())); err != nil {
 			return tools.ErrorResult(err)
 		}
 	}
-	text, snap, err := t.jobs.Read(ctx, id, call.Caller.Session())
+	text, snap, err := t.jobs.Read(ctx, id, registry.AsAgent(call.Caller.Agent()))
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -131,7 +131,7 @@ func (t *Tools) list(ctx context.Context, call tools.Call) tools.Result {
 	if err := tools.DecodeArgs(call.Args, &args); err != nil {
 		return tools.ErrorResult(err)
 	}
-	jobs, err := t.jobs.List(ctx, call.Caller.Session())
+	jobs, err := t.jobs.List(ctx, registry.AsAgent(call.Caller.Agent()))
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -157,7 +157,7 @@ func (t *Tools) kill(ctx context.Context, call tools.Call) tools.Result {
 	if args.Reason != nil {
 		reason = *args.Reason
 	}
-	res, snap, err := t.jobs.Kill(ctx, *args.JobID, call.Caller.Session(), registry.KillOptions{Reason: reason})
+	res, snap, err := t.jobs.Kill(ctx, *args.JobID, registry.AsAgent(call.Caller.Agent()), registry.KillOptions{Reason: reason})
 	if err != nil {
 		return tools.ErrorResult(err)
 	}
@@ -183,7 +183,7 @@ func (t *Tools) lookupLimit(ctx context.Context, call tools.Call) (int64, bool) 
 	if id == "" {
 		return 0, false
 	}
-	snap, err := t.jobs.Get(ctx, id, call.Caller.Session())
+	snap, err := t.jobs.Get(ctx, id, registry.AsAgent(call.Caller.Agent()))
 	if err != nil || snap.OutputLimitBytes == nil {
 		return 0, false
 	}

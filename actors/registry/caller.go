@@ -1,0 +1,121 @@
+package registry
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/userauth"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Caller is the authority a Client request acts with. Its fields are unexported, so
+// no code outside this package can forge one; it is minted only as:
+//   - AsAgent(a): an agent incarnation. The registry checks, when it takes the
+//     request up, that a is the registered instance of a.Session(); a stale,
+//     replaced, disposed or never-registered incarnation is refused with
+//     job/unauthenticated (the code the wire path uses) before any lookup, and no
+//     producer hook runs.
+//   - NoCaller (the zero Caller{}): no agent; it sees unowned jobs only (SPEC's "no
+//     caller").
+//   - the human controller's user authority over a session (SPEC §4), which only
+//     troupe's own code can mint (internal/userauth; actors/controller uses it).
+//
+// A session string is never authority in the Go API.
+type Caller struct {
+	agent *owner.Agent
+	user  bool   // the controller acting for the user over session
+	sess  string // user authority's session ("" for no session)
+}
+
+// NoCaller is the caller with no agent: it sees only unowned jobs.
+var NoCaller = Caller{}
+
+// AsAgent is agent instance a's authority (nil: NoCaller). It is checked against
+// the agent registry at each request, never at minting.
+func AsAgent(a *owner.Agent) Caller {
+	if a == nil {
+		return Caller{}
+	}
+	return Caller{agent: a}
+}
+
+// Agent is the agent instance c was minted for, nil for no agent or user authority.
+func (c Caller) Agent() *owner.Agent { return c.agent }
+
+func init() {
+	userauth.ForSession = func(session string) any { return Caller{user: true, sess: session} }
+}
+
+// resolve returns the session c speaks for ("" for none), or job/unauthenticated
+// if c is an agent incarnation that is not its session's registered instance now.
+func (r *registryActor) resolve(c Caller) (string, error) {
+	switch {
+	case c.agent != nil:
+		s := c.agent.Session()
+		if p := r.agents[s]; s != "" && p != nil && p.Equal(c.agent.PID()) {
+			return s, nil
+		}
+		return "", &messages.Error{Code: messages.CodeUnauthenticated,
+			Message: "request for session " + quote(s) + " is not authenticated: its agent instance is not the session's registered one (stale, replaced, disposed or never registered)",
+			Details: map[string]string{"sessionId": bounded(s)}}
+	case c.user:
+		return c.sess, nil
+	default:
+		return "", nil
+	}
+}
+
+// accessAs is access for the session c speaks for, after resolve's check.
+func (r *registryActor) accessAs(id string, c Caller) (*record, error) {
+	s, err := r.resolve(c)
+	if err != nil {
+		return nil, err
+	}
+	return r.access(id, s)
+}
+
+// listAs is the jobs visible to the session c speaks for.
+func (r *registryActor) listAs(c Caller) ([]*record, error) {
+	s, err := r.resolve(c)
+	if err != nil {
+		return nil, err
+	}
+	return r.idx.list(s), nil
+}
+
+// asCaller carries a Client's Read, Kill or Wait with its Caller: the registry
+// resolves the caller and fills in the message's session before routing it. The
+// registry serves job.Read/Kill/Wait only inside one, so a bare job message naming
+// a session, sent to the registry's PID by any code, is never served.
+type asCaller struct {
+	caller Caller
+	msg    any // *job.Read, *job.Kill or *job.Wait
+}
+
+func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
+	s, err := r.resolve(m.caller)
+	switch jm := m.msg.(type) {
+	case *job.Read:
+		if err != nil {
+			jm.Reply <- job.ReadResult{Err: err}
+			return
+		}
+		jm.Caller = s
+		r.read(c, jm)
+	case *job.Kill:
+		if err != nil {
+			jm.Reply <- job.KillResult{Err: err}
+			return
+		}
+		jm.Caller = s
+		r.kill(c, jm)
+	case *job.Wait:
+		if err != nil {
+			jm.Reply <- job.WaitResult{Err: err}
+			return
+		}
+		jm.Caller = s
+		r.wait(c, jm)
+	}
+}

@@ -32,8 +32,8 @@ func Example() {
 			}, nil
 		},
 	})
-	res, _, _ := jobs.Kill(context.Background(), id, "session-1", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
-	snap, _ := jobs.Wait(context.Background(), id, 5*time.Second, "session-1")
+	res, _, _ := jobs.Kill(context.Background(), id, registry.AsAgent(agent), registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+	snap, _ := jobs.Wait(context.Background(), id, 5*time.Second, registry.AsAgent(agent))
 	fmt.Println(id, res.Name(), snap.Status.Name(), snap.GetDetail())
 	// Output: bash-1 requested killed signal: SIGTERM; cancelled by the user
 }

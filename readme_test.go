@@ -206,7 +206,7 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	done, err := sys.Jobs().Start(ctx, settled.Spec(alice))
 	require.NoError(t, err)
 	settled.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	snap := troupetest.Settled(t, sys, done, "alice")
+	snap := troupetest.Settled(t, sys, done, registry.AsAgent(alice))
 	require.Equal(t, job.Completed, snap.Status)
 	live := troupetest.NewProducer()
 	live.OnCancel = &job.Outcome{Status: job.Killed}
@@ -216,12 +216,12 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	free, err := sys.Jobs().Start(ctx, unowned.Spec(nil))
 	require.NoError(t, err)
 	unowned.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, free, "")
+	troupetest.Settled(t, sys, free, registry.NoCaller)
 
 	// The settled record answers while its incarnation lives.
-	_, err = sys.Jobs().Get(ctx, done, "alice")
+	_, err = sys.Jobs().Get(ctx, done, registry.AsAgent(alice))
 	require.NoError(t, err)
-	text, _, err := sys.Jobs().Read(ctx, done, "alice")
+	text, _, err := sys.Jobs().Read(ctx, done, registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Empty(t, text)
 
@@ -233,15 +233,15 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	require.Equal(t, []string{"alice", "alice", "alice"}, drain(), "stopping, settled, then one change for the removal")
 
 	for _, id := range []string{done, running} {
-		_, err = sys.Jobs().Get(ctx, id, "alice")
+		_, err = sys.Jobs().Get(ctx, id, registry.AsAgent(alice))
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		require.EqualError(t, err, "unknown job "+id)
-		_, _, err = sys.Jobs().Read(ctx, id, "alice")
+		_, _, err = sys.Jobs().Read(ctx, id, registry.AsAgent(alice))
 		require.ErrorIs(t, err, messages.ErrNotFound)
-		_, err = sys.Jobs().Wait(ctx, id, time.Second, "alice")
+		_, err = sys.Jobs().Wait(ctx, id, time.Second, registry.AsAgent(alice))
 		require.ErrorIs(t, err, messages.ErrNotFound)
 	}
-	listed, err := sys.Jobs().List(ctx, "alice")
+	listed, err := sys.Jobs().List(ctx, registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Equal(t, []string{free}, ids(listed), "only the unowned job is left")
 

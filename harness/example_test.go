@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/job"
@@ -39,7 +40,7 @@ func ExampleNewDispatcher() {
 	done <- o
 
 	end := h.Call(1, harness.Input{Op: harness.OpWait})
-	snap, err := sys.Jobs().Wait(ctx, id, harness.DefaultWaitTimeout, "")
+	snap, err := sys.Jobs().Wait(ctx, id, harness.DefaultWaitTimeout, registry.NoCaller)
 	end(harness.Output{Err: harness.ErrOf(err), HasSnap: snap != nil, Snap: harness.SnapOf(snap)})
 
 	fmt.Println(id, snap.Status.Name(), snap.GetDetail(), snap.Reported)

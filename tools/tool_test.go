@@ -49,7 +49,10 @@ func TestPipelineRunsFinalStepsOnEveryResult(t *testing.T) {
 	tool := Tool{Name: "t", Execute: func(context.Context, Call) Result { panic("boom") }}
 	var seen []string
 	p := &Pipeline{}
-	p.AddPre(func(_ context.Context, c *Call) (*Result, error) { c.Caller = AsSession("edited"); return nil, nil })
+	p.AddPre(func(_ context.Context, c *Call) (*Result, error) {
+		c.Caller = Caller{session: "edited"}
+		return nil, nil
+	})
 	p.AddFinal(func(_ context.Context, c Call, r Result) Result {
 		text, _ := r.SingleText()
 		seen = append(seen, c.Caller.Session()+": "+text)

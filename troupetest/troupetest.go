@@ -79,6 +79,29 @@ func Agent(t testing.TB, sys *troupe.System, session string) *owner.Agent {
 	return a
 }
 
+// As is the registry caller for session in sys as this helper's composer holds it:
+// registry.NoCaller for "", else the last agent incarnation Agent made for
+// session (registry.AsAgent: the registry still checks it is the registered one).
+// It fails the test if Agent made none: a session string is no authority.
+func As(t testing.TB, sys *troupe.System, session string) registry.Caller {
+	t.Helper()
+	if session == "" {
+		return registry.NoCaller
+	}
+	a := AgentOf(sys, session)
+	if a == nil {
+		t.Fatalf("troupetest.As: no agent made for session %q", session)
+	}
+	return registry.AsAgent(a)
+}
+
+// AgentOf is the last agent incarnation Agent made for session in sys (nil if none).
+func AgentOf(sys *troupe.System, session string) *owner.Agent {
+	made.Lock()
+	defer made.Unlock()
+	return made.last[agentKey{sys, session}]
+}
+
 type agentKey struct {
 	sys     *troupe.System
 	session string

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +70,11 @@ func TestRosterFollowsLifecycleChanges(t *testing.T) {
 	_, err = sys.Jobs().Start(context.Background(), q.Spec(bob)) // bob's job: not in alice's roster
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, "bash-1", "alice")
+	troupetest.Settled(t, sys, "bash-1", registry.AsAgent(alice))
 	want := []string{"bash-1:completed"}
 	for r := next(t, s.Frames); !equal(ids(r), want); r = next(t, s.Frames) {
 	}
-	snap, err := sys.Jobs().Get(context.Background(), "bash-1", "alice")
+	snap, err := sys.Jobs().Get(context.Background(), "bash-1", registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.False(t, snap.Reported, "the roster never claims")
 }
@@ -119,7 +120,7 @@ func TestFollowStreamsTheRecordThenTheStatus(t *testing.T) {
 	_, ok := <-f.Frames
 	require.False(t, ok, "the stream ends after the status frame")
 
-	text, snap, err := sys.Jobs().Read(context.Background(), id, "alice")
+	text, snap, err := sys.Jobs().Read(context.Background(), id, registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Equal(t, "model's view", text, "following never moved the model's cursor")
 	require.True(t, snap.Reported)

@@ -30,14 +30,14 @@ func BenchmarkShellThroughput(b *testing.B) {
 		id, err := sys.Jobs().Start(context.Background(), Shell(produce, Config{}))
 		require.NoError(b, err)
 		for {
-			text, snap, err := sys.Jobs().Read(context.Background(), id, "")
+			text, snap, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 			require.NoError(b, err)
 			delivered += int64(len(text))
 			if snap.Status.Terminal() {
 				break
 			}
 			if text == "" {
-				_, _ = sys.Jobs().Wait(context.Background(), id, readPace, "")
+				_, _ = sys.Jobs().Wait(context.Background(), id, readPace, registry.NoCaller)
 			}
 		}
 		total += throughputBytes
@@ -66,13 +66,13 @@ func BenchmarkShellStartToFirstOutput(b *testing.B) {
 		id, err := sys.Jobs().Start(context.Background(), Shell("echo hi", Config{}))
 		require.NoError(b, err)
 		for {
-			text, _, err := sys.Jobs().Read(context.Background(), id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 			require.NoError(b, err)
 			if text != "" {
 				break
 			}
 		}
-		troupetest.Settled(b, sys, id, "")
+		troupetest.Settled(b, sys, id, registry.NoCaller)
 	}
 }
 
@@ -94,16 +94,16 @@ func BenchmarkShellKillToSettled(b *testing.B) {
 		id, err := sys.Jobs().Start(context.Background(), Shell("echo ready; exec sleep 1000", Config{}))
 		require.NoError(b, err)
 		for {
-			text, _, err := sys.Jobs().Read(context.Background(), id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 			require.NoError(b, err)
 			if text != "" {
 				break
 			}
 		}
 		b.StartTimer()
-		_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 		require.NoError(b, err)
-		snap := troupetest.Settled(b, sys, id, "")
+		snap := troupetest.Settled(b, sys, id, registry.NoCaller)
 		require.Equal(b, job.Killed, snap.Status)
 	}
 }

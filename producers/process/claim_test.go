@@ -130,10 +130,10 @@ func TestWatchdogOfALiveHostStopsNothing(t *testing.T) {
 	require.Equal(t, 0, watch(self(), strings.NewReader("J x 1234\n"), &stderr))
 	require.GreaterOrEqual(t, time.Since(began), hostExitWait)
 	require.Empty(t, stderr.String())
-	snap, err := sys.Jobs().Get(context.Background(), id, "")
+	snap, err := sys.Jobs().Get(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status, "the live host's job was stopped")
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 }
@@ -178,7 +178,7 @@ func TestWatchdogIsReplacedWhenItDies(t *testing.T) {
 	case <-time.After(settleBudget):
 		t.Fatal("the new job's process was never reported")
 	}
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 }

@@ -79,7 +79,7 @@ func TestShellEscapedChildIgnoringSIGTERMIsSIGKILLedBeforeSettling(t *testing.T)
 			require.True(t, ignoresTERM(t, pid), "the grandchild does not ignore SIGTERM")
 
 			start := time.Now()
-			res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+			res, _, err := sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 			require.NoError(t, err)
 			require.Equal(t, "KILL_RESULT_REQUESTED", res.String())
 			snap := settle(t, sys, id)

@@ -71,7 +71,7 @@ func settle(t *testing.T, sys *troupe.System, id string) *messages.JobSnapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), settleBudget)
 	defer cancel()
-	snap, err := sys.Jobs().AwaitSettled(ctx, id, "")
+	snap, err := sys.Jobs().AwaitSettled(ctx, id, registry.NoCaller)
 	require.NoError(t, err)
 	return snap
 }
@@ -97,13 +97,13 @@ func readWhile(t *testing.T, sys *troupe.System, id, failure string, done func(s
 	var all strings.Builder
 	deadline := time.Now().Add(settleBudget)
 	for time.Now().Before(deadline) {
-		text, _, err := sys.Jobs().Read(context.Background(), id, "")
+		text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 		require.NoError(t, err)
 		all.WriteString(text)
 		if done(all.String()) {
 			return all.String()
 		}
-		_, err = sys.Jobs().Wait(context.Background(), id, readPace, "")
+		_, err = sys.Jobs().Wait(context.Background(), id, readPace, registry.NoCaller)
 		require.NoError(t, err)
 	}
 	t.Fatalf("%s; got %q", failure, all.String())
@@ -157,7 +157,7 @@ func TestShellBadConfigIsRefused(t *testing.T) {
 	_, err := sys.Jobs().Start(context.Background(), Shell("true", Config{Grace: -time.Second}))
 	require.ErrorIs(t, err, messages.ErrRunFailed)
 	require.ErrorIs(t, err, messages.ErrInvalidConfig)
-	list, err := sys.Jobs().List(context.Background(), "")
+	list, err := sys.Jobs().List(context.Background(), registry.NoCaller)
 	require.NoError(t, err)
 	require.Empty(t, list)
 }
@@ -168,10 +168,10 @@ func TestShellStreamsStdoutAndStderr(t *testing.T) {
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(context.Background(), id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "out\ntail\n[stderr]\nwarn\n", text)
-	text, _, err = sys.Jobs().Read(context.Background(), id, "")
+	text, _, err = sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "", text, "the cursor consumed the output")
 }
@@ -182,7 +182,7 @@ func TestShellOutputBeyondRetentionIsBoundedWithMarker(t *testing.T) {
 	id, err := sys.Jobs().Start(context.Background(), Shell("head -c 2000000 /dev/zero | tr '\\0' x; echo; echo end", Config{RetainBytes: retain}))
 	require.NoError(t, err)
 	settle(t, sys, id)
-	text, _, err := sys.Jobs().Read(context.Background(), id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(text), retain+len(output.DroppedLine)+2)
 	require.True(t, strings.HasSuffix(text, "end\n"+output.DroppedLine), "tail kept, marker last: %q", text[len(text)-80:])
@@ -194,7 +194,7 @@ func TestShellKillTakesTheWholeGroup(t *testing.T) {
 	require.NoError(t, err)
 	children := pids(t, readLines(t, sys, id, 2))
 	require.Len(t, children, 2)
-	res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	res, _, err := sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	snap := settle(t, sys, id)
@@ -211,7 +211,7 @@ func TestShellIgnoringSIGTERMGetsSIGKILLAfterGrace(t *testing.T) {
 	require.NoError(t, err)
 	readUntil(t, sys, id, "ready")
 	start := time.Now()
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "no longer needed"})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{Reason: "no longer needed"})
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.GreaterOrEqual(t, time.Since(start), testGrace, "SIGKILL came before the grace period")
@@ -227,7 +227,7 @@ func TestShellEscapedSetsidChildIsKilledOnCancel(t *testing.T) {
 	info, ok := readStat(escaped)
 	require.True(t, ok)
 	require.NotEqual(t, info.pgrp, 0)
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 	require.True(t, gone(escaped), "the setsid grandchild %d survived", escaped)
@@ -240,7 +240,7 @@ func TestShellLeftoversAreStoppedWhenMainExits(t *testing.T) {
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Completed, snap.Status)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(context.Background(), id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	for _, pid := range pids(t, text) {
 		require.True(t, gone(pid), "background child %d outlived its job", pid)
@@ -283,7 +283,7 @@ func TestPTYPromptIsAnswerable(t *testing.T) {
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Completed, snap.Status)
 	require.Equal(t, "exit code: 0", snap.GetDetail())
-	text, _, err := sys.Jobs().Read(context.Background(), id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Contains(t, text, "answer=y")
 	require.ErrorIs(t, term.Send("n\n"), ErrTerminalClosed)
@@ -295,7 +295,7 @@ func TestPTYKillStopsTheSession(t *testing.T) {
 	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
 	child := pids(t, readUntil(t, sys, id, "\n"))[0]
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	snap := settle(t, sys, id)
 	require.Equal(t, job.Killed, snap.Status)
@@ -308,7 +308,7 @@ func TestShellEscapedChildIsKilledWithoutSubreaperToo(t *testing.T) {
 	id, err := sys.Jobs().Start(context.Background(), Shell("setsid sh -c 'echo $$; exec sleep 1000' & wait", cfg))
 	require.NoError(t, err)
 	escaped := pids(t, readUntil(t, sys, id, "\n"))[0]
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	settle(t, sys, id)
 	info, ok := readStat(escaped)

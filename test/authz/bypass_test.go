@@ -81,7 +81,7 @@ func TestBypassWireAssertedSession(t *testing.T) {
 			require.Equal(t, "job/unauthenticated", e.GetCode(), "%s %T: %v", forged.name, req, e)
 		}
 	}
-	snap, err := sys.Jobs().Get(t.Context(), id, "alice")
+	snap, err := sys.Jobs().Get(t.Context(), id, registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.GetStatus(), "a forged kill stopped the job")
 	require.Zero(t, p.calls(), "the producer was called for a forged request")

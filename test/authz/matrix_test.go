@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -116,7 +117,7 @@ func TestAuthzWireMatrix(t *testing.T) {
 	}
 	troupetest.Barrier(t, sys)
 	require.Zero(t, p.calls(), "the producer was called for a forged request")
-	snap, err := jobs.Get(t.Context(), id, "alice")
+	snap, err := jobs.Get(t.Context(), id, registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.GetStatus())
 

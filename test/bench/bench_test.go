@@ -200,7 +200,7 @@ func (r *rig) read(b *testing.B, alice *owner.Agent) {
 	require.NoError(b, err)
 	jobs := r.sys.Jobs()
 	for b.Loop() {
-		text, _, err := jobs.Read(context.Background(), id, "alice")
+		text, _, err := jobs.Read(context.Background(), id, registry.AsAgent(alice))
 		if err != nil || text != "chunk" {
 			b.Fatalf("read: %q, %v", text, err)
 		}
@@ -255,11 +255,11 @@ func BenchmarkKillToSettled(b *testing.B) {
 		}
 		id := ids[len(ids)-1]
 		ids = ids[:len(ids)-1]
-		res, _, err := jobs.Kill(ctx, id, "", registry.KillOptions{})
+		res, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{})
 		if err != nil || res != messages.KillResult_KILL_RESULT_REQUESTED {
 			b.Fatalf("kill %s: %v, %v", id, res, err)
 		}
-		snap, err := jobs.AwaitSettled(ctx, id, "")
+		snap, err := jobs.AwaitSettled(ctx, id, registry.NoCaller)
 		if err != nil || snap.Status != job.Killed {
 			b.Fatalf("await %s: %v, %v", id, snap, err)
 		}
@@ -274,7 +274,7 @@ func (r *rig) list(b *testing.B, alice *owner.Agent) {
 	jobs := r.sys.Jobs()
 	b.ReportAllocs()
 	for b.Loop() {
-		l, err := jobs.List(context.Background(), "alice")
+		l, err := jobs.List(context.Background(), registry.AsAgent(alice))
 		if err != nil || len(l) != 10 {
 			b.Fatalf("list: %d jobs, %v", len(l), err)
 		}
@@ -524,7 +524,7 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 			return job.Hooks{Done: ch, Cancel: noCancel}, nil
 		}
 		ids := make([]string, 0, n)
-		callers := make([]string, 0, n)
+		callers := make([]registry.Caller, 0, n)
 		g0 := runtime.NumGoroutine()
 		before := heapInUse()
 		stack0 := stackInUse()
@@ -535,7 +535,7 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 					b.Fatal(err)
 				}
 				ids = append(ids, id)
-				callers = append(callers, a.Session())
+				callers = append(callers, registry.AsAgent(a))
 			}
 		}
 		for j, id := range ids {

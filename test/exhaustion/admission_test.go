@@ -288,7 +288,7 @@ func killAll(t *testing.T, sys *troupe.System, agents []*owner.Agent, kills [][]
 	for o, ids := range kills {
 		wg.Go(func() {
 			for _, id := range ids {
-				res, _, err := sys.Jobs().Kill(context.Background(), id, agents[o].Session(), registry.KillOptions{Reason: "exhaustion"})
+				res, _, err := sys.Jobs().Kill(context.Background(), id, registry.AsAgent(agents[o]), registry.KillOptions{Reason: "exhaustion"})
 				if err == nil && res != messages.KillResult_KILL_RESULT_REQUESTED {
 					err = fmt.Errorf("kill %s: %s, want requested", id, res)
 				}

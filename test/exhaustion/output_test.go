@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	began := time.Now()
 	id, err := sys.Jobs().Start(context.Background(), spec)
 	require.NoError(t, err)
-	snap := troupetest.Settled(t, sys, id, "")
+	snap := troupetest.Settled(t, sys, id, registry.NoCaller)
 	took := time.Since(began)
 	peak := above(watch.Stop(), base)
 	t.Logf("%d MiB written in %s; heap high-water above baseline %.1f MiB", 20, took.Round(time.Millisecond), float64(peak)/mib)
@@ -75,7 +76,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	require.Equal(t, int64(floodLines*len(floodLine)), total, "bytes the job wrote")
 	require.Less(t, peak, uint64(maxOutputHeap), "heap high-water above baseline")
 
-	text, _, err := sys.Jobs().Read(context.Background(), id, "")
+	text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.True(t, utf8.ValidString(text), "the read is not valid UTF-8")
 	require.True(t, strings.HasSuffix(text, floodLine+output.DroppedLine), "no dropped-bytes marker after the last line: …%q",
@@ -84,7 +85,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	require.LessOrEqual(t, len(body), output.DefaultRetainBytes, "retained bytes")
 	require.GreaterOrEqual(t, len(body), output.DefaultRetainBytes-(utf8.UTFMax-1), "retained bytes")
 	requireStreamTail(t, body)
-	again, _, err := sys.Jobs().Read(context.Background(), id, "")
+	again, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Empty(t, again, "a second read of the consumed delta")
 
@@ -92,7 +93,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	limited.OutputLimitBytes = new(int64(jobOutputLimit))
 	id, err = sys.Jobs().Start(context.Background(), limited)
 	require.NoError(t, err)
-	troupetest.Settled(t, sys, id, "")
+	troupetest.Settled(t, sys, id, registry.NoCaller)
 	got := jobOutput(t, mount, id)
 	require.True(t, utf8.ValidString(got), "job_output is not valid UTF-8")
 	require.LessOrEqual(t, len(got), jobOutputLimit)

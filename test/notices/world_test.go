@@ -105,12 +105,13 @@ type note struct {
 type recorder struct {
 	jobs    *registry.Client
 	session string
+	agent   *owner.Agent // set once at spawn, before the agent has jobs
 	mu      sync.Mutex
 	notes   []note
 }
 
 func (r *recorder) add(verb string, m owner.Message) error {
-	n := note{verb: verb, msg: m, read: r.jobs.ListAsync(r.session)}
+	n := note{verb: verb, msg: m, read: r.jobs.ListAsync(registry.AsAgent(r.agent))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, n)
@@ -277,6 +278,7 @@ func (w *world) spawn(session string) *incarnation {
 	a, err := w.sys.NewAgent(w.preset, session, owner.Options{Surface: inc.surf})
 	require.NoError(t, err)
 	inc.agent = a
+	inc.surf.agent = a
 	probe := make(chan owner.Stats, 1)
 	_, err = a.Scope().Add("test.probe", func(context.Context) error {
 		if inc.noProbe.Load() {
@@ -340,14 +342,14 @@ func (w *world) kill(j *jobRec) error {
 			}
 		}
 		args, _ := json.Marshal(map[string]string{"job_id": j.id})
-		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Caller: tools.AsSession(j.owner.session)}
+		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Caller: tools.AsAgent(j.owner.agent)}
 		res := w.mount.Pipeline().Run(w.ctx(), tool, call)
 		got, _ := res.SingleText()
 		if want := "requested cancellation of job " + j.id; res.IsError || got != want {
 			return fmt.Errorf("job_kill %s: got %q (errored %v), want %q", j.id, got, res.IsError, want)
 		}
 	case humanKill:
-		r, _, err := w.sys.Jobs().Kill(context.Background(), j.id, j.owner.session, registry.KillOptions{Reason: humanReason, NoClaim: true})
+		r, _, err := w.sys.Jobs().Kill(context.Background(), j.id, registry.AsAgent(j.owner.agent), registry.KillOptions{Reason: humanReason, NoClaim: true})
 		if err != nil || r != messages.KillResult_KILL_RESULT_REQUESTED {
 			return fmt.Errorf("human kill %s: %v, %v", j.id, r, err)
 		}

@@ -66,7 +66,7 @@ func incarnation(tb testing.TB, sys *troupe.System, n int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := sys.Jobs().AwaitSettled(ctx, id, session); err != nil {
+	if _, err := sys.Jobs().AwaitSettled(ctx, id, registry.AsAgent(a)); err != nil {
 		tb.Fatal(err)
 	}
 	if err := a.Dispose(ctx); err != nil {

@@ -2,6 +2,7 @@ package residue
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"sync/atomic"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestLongIncarnationNoticesOncePerJob(t *testing.T) {
 		require.NoError(t, err)
 		// The settlement's observers (both notice listeners) have run once this
 		// returns, and their notices are queued at the owner ahead of Stats.
-		_, err = sys.Jobs().AwaitSettled(ctx, id, "long")
+		_, err = sys.Jobs().AwaitSettled(ctx, id, registry.AsAgent(a))
 		require.NoError(t, err)
 	}
 	st, err := a.Stats(ctx)

@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"errors"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,7 +86,7 @@ func syntheticSystem(t *testing.T) (*troupe.System, *harness.Dispatcher) {
 func pendingWait(t *testing.T, sys *troupe.System, id string, timeout time.Duration) <-chan harness.Snap {
 	waited := make(chan harness.Snap, 1)
 	go func() {
-		snap, err := sys.Jobs().Wait(context.Background(), id, timeout, "")
+		snap, err := sys.Jobs().Wait(context.Background(), id, timeout, registry.NoCaller)
 		if err != nil {
 			t.Errorf("wait: %v", err)
 		}

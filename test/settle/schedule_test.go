@@ -265,7 +265,7 @@ type world struct {
 	noise   func()
 	sys     *troupe.System
 	agent   *owner.Agent // nil: A is unowned
-	caller  string
+	caller  registry.Caller
 	h       *harness.History
 	prod    *producer
 	bystand *troupetest.Producer
@@ -556,7 +556,7 @@ func (w *world) setup() error {
 		if err := jobs.RegisterAgent(context.Background(), a); err != nil {
 			return err
 		}
-		w.agent, w.caller = a, session
+		w.agent, w.caller = a, registry.AsAgent(a)
 	}
 	client := w.client()
 	_, err := jobs.OnJobDone(context.Background(), w.sys.Scope(), func(snap *messages.JobSnapshot, _ registry.Owner) {

@@ -52,7 +52,7 @@ func TestStoppingJobKeepsItsSlot(t *testing.T) {
 
 	victim := prods[0]
 	t.Cleanup(func() { victim.Settle(job.Outcome{Status: job.Killed}) }) // before the shutdown; a no-op once settled
-	res, snap, err := sys.Jobs().Kill(context.Background(), ids[0], "alice", registry.KillOptions{})
+	res, snap, err := sys.Jobs().Kill(context.Background(), ids[0], registry.AsAgent(alice), registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_STOPPING, snap.GetStatus())
@@ -65,13 +65,13 @@ func TestStoppingJobKeepsItsSlot(t *testing.T) {
 		require.Equal(t, messages.CodeCapacity, messages.CodeOf(err))
 	}
 	require.Zero(t, over.Runs(), "a refused start must not run its producer")
-	got, err := sys.Jobs().Get(context.Background(), ids[0], "alice")
+	got, err := sys.Jobs().Get(context.Background(), ids[0], registry.AsAgent(alice))
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_STOPPING, got.GetStatus(), "the victim is still stopping")
 
 	// Settled: the slot is free, once.
 	victim.Settle(job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"})
-	require.Equal(t, messages.JobStatus_JOB_STATUS_KILLED, troupetest.Settled(t, sys, ids[0], "alice").GetStatus())
+	require.Equal(t, messages.JobStatus_JOB_STATUS_KILLED, troupetest.Settled(t, sys, ids[0], registry.AsAgent(alice)).GetStatus())
 	_, err = sys.Jobs().Start(context.Background(), over.Spec(alice))
 	require.NoError(t, err, "the settled job's slot is free again")
 	require.Equal(t, 1, over.Runs())

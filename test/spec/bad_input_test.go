@@ -148,18 +148,18 @@ func TestBadInput_UnknownIDs(t *testing.T) {
 	for _, id := range []string{"bash-99", "bash-0", "", "bash", "subagent-1", "bash-1 "} {
 		for _, caller := range []string{"", "alice"} {
 			want := "unknown job " + id
-			_, err := sys.Jobs().Get(context.Background(), id, caller)
+			_, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Read(context.Background(), id, caller)
+			_, _, err = sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{Reason: "x"})
+			_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{Reason: "x"})
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, err = sys.Jobs().Wait(ctx(t), id, time.Second, caller)
+			_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, caller))
 			requireCode(t, err, messages.ErrNotFound, want)
 			// The unknown-id check runs before the timeout check.
-			_, err = sys.Jobs().Wait(ctx(t), id, 0, caller)
+			_, err = sys.Jobs().Wait(ctx(t), id, 0, troupetest.As(t, sys, caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, err = sys.Jobs().AwaitSettled(ctx(t), id, caller)
+			_, err = sys.Jobs().AwaitSettled(ctx(t), id, troupetest.As(t, sys, caller))
 			requireCode(t, err, messages.ErrNotFound, want)
 		}
 	}
@@ -175,20 +175,20 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	id := start(t, sys, p.Spec(alice))
 	want := "job " + id + " belongs to another session"
 	for _, caller := range []string{"bob", "", "Alice", "alice "} {
-		_, err := sys.Jobs().Get(context.Background(), id, caller)
+		_, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Read(context.Background(), id, caller)
+		_, _, err = sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{})
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(context.Background(), id, caller, registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 		requireCode(t, err, messages.ErrForeign, want)
-		_, err = sys.Jobs().Wait(ctx(t), id, time.Second, caller)
+		_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, caller))
 		requireCode(t, err, messages.ErrForeign, want)
 		// The access check runs before the timeout check.
-		_, err = sys.Jobs().Wait(ctx(t), id, -time.Second, caller)
+		_, err = sys.Jobs().Wait(ctx(t), id, -time.Second, troupetest.As(t, sys, caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, err = sys.Jobs().AwaitSettled(ctx(t), id, caller)
+		_, err = sys.Jobs().AwaitSettled(ctx(t), id, troupetest.As(t, sys, caller))
 		requireCode(t, err, messages.ErrForeign, want)
 		require.Empty(t, list(t, sys, caller))
 	}
@@ -196,10 +196,10 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "alice")))
 	// The fence holds after settlement too.
 	p.Settle(job.Outcome{Status: job.Completed, Output: "secret"})
-	troupetest.Settled(t, sys, id, "alice")
-	_, _, err := sys.Jobs().Read(context.Background(), id, "bob")
+	troupetest.Settled(t, sys, id, registry.AsAgent(alice))
+	_, _, err := sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, "bob"))
 	requireCode(t, err, messages.ErrForeign, want)
-	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "bob")
+	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, "bob"))
 	requireCode(t, err, messages.ErrForeign, want)
 	require.False(t, get(t, sys, id, "alice").Reported, "a refused call claimed the report")
 }
@@ -272,7 +272,7 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		// Disposing its scope afterwards is harmless, and returns once the stopped
 		// incarnation's records are removed.
 		require.NoError(t, alice.Dispose(ctx(t)))
-		_, err = sys.Jobs().Get(context.Background(), id, "alice")
+		_, err = sys.Jobs().Get(context.Background(), id, registry.AsAgent(alice))
 		requireCode(t, err, messages.ErrNotFound, "unknown job "+id)
 		requireNothingRegistered(t, sys, "bash-2", "alice")
 	})
@@ -284,13 +284,13 @@ func TestBadInput_WaitTimeouts(t *testing.T) {
 	p := live()
 	id := start(t, sys, p.Spec(nil))
 	for _, d := range []time.Duration{0, -1, -time.Millisecond, -time.Hour} {
-		_, err := sys.Jobs().Wait(ctx(t), id, d, "")
+		_, err := sys.Jobs().Wait(ctx(t), id, d, registry.NoCaller)
 		require.ErrorIs(t, err, messages.ErrInvalidWaitTimeout)
 	}
 	// The timeout is validated before the terminal check (§2.8 step 2).
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "")
-	_, err := sys.Jobs().Wait(ctx(t), id, 0, "")
+	troupetest.Settled(t, sys, id, registry.NoCaller)
+	_, err := sys.Jobs().Wait(ctx(t), id, 0, registry.NoCaller)
 	requireCode(t, err, messages.ErrInvalidWaitTimeout,
 		"invalid wait timeout: expected a positive number of milliseconds, got 0")
 	require.False(t, get(t, sys, id, "").Reported, "a refused wait claimed the report")
@@ -323,24 +323,24 @@ func TestBadInput_CallsAfterDisposalAndShutdown(t *testing.T) {
 	_, err := sys.Jobs().Start(context.Background(), q.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrDisposed)
 	require.Zero(t, q.Runs())
-	_, err = sys.Jobs().List(context.Background(), "")
+	_, err = sys.Jobs().List(context.Background(), registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, err = sys.Jobs().Get(context.Background(), id, "")
+	_, err = sys.Jobs().Get(context.Background(), id, registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, _, err = sys.Jobs().Read(context.Background(), id, "")
+	_, _, err = sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, _, err = sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 	require.ErrorIs(t, err, messages.ErrDisposed)
-	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "")
+	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrDisposed)
 	require.Equal(t, []string{"jobs service disposed"}, p.Cancels())
 
 	require.NoError(t, sys.Shutdown(ctx(t)))
 	_, err = sys.Jobs().Start(context.Background(), q.Spec(nil))
 	require.ErrorIs(t, err, messages.ErrStopped)
-	_, err = sys.Jobs().List(context.Background(), "")
+	_, err = sys.Jobs().List(context.Background(), registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrStopped)
-	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, "")
+	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, registry.NoCaller)
 	require.ErrorIs(t, err, messages.ErrStopped)
 	_, err = sys.NewAgent(nil, "late")
 	require.Error(t, err)

@@ -48,7 +48,7 @@ func start(t *testing.T, sys *troupe.System, spec job.Spec) string {
 // list lists for caller and returns the ids.
 func list(t *testing.T, sys *troupe.System, caller string) []string {
 	t.Helper()
-	snaps, err := sys.Jobs().List(context.Background(), caller)
+	snaps, err := sys.Jobs().List(context.Background(), troupetest.As(t, sys, caller))
 	require.NoError(t, err)
 	ids := []string{}
 	for _, s := range snaps {
@@ -60,7 +60,7 @@ func list(t *testing.T, sys *troupe.System, caller string) []string {
 // get returns a non-consuming snapshot and requires success.
 func get(t *testing.T, sys *troupe.System, id, caller string) *messages.JobSnapshot {
 	t.Helper()
-	snap, err := sys.Jobs().Get(context.Background(), id, caller)
+	snap, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
 	require.NoError(t, err)
 	return snap
 }
@@ -100,7 +100,7 @@ func requireNothingRegistered(t *testing.T, sys *troupe.System, wantNext string,
 	p.Kind = kind
 	require.Equal(t, wantNext, start(t, sys, p.Spec(nil)))
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, wantNext, "")
+	troupetest.Settled(t, sys, wantNext, registry.NoCaller)
 }
 
 // ownerName renders an observer's owner as SPEC writes it: the session id, or
@@ -185,7 +185,7 @@ type waitOut struct {
 }
 
 // waitAsync runs Wait in a goroutine of its own.
-func waitAsync(ctx context.Context, sys *troupe.System, id string, timeout time.Duration, caller string) <-chan waitOut {
+func waitAsync(ctx context.Context, sys *troupe.System, id string, timeout time.Duration, caller registry.Caller) <-chan waitOut {
 	ch := make(chan waitOut, 1)
 	go func() {
 		snap, err := sys.Jobs().Wait(ctx, id, timeout, caller)

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"encoding/json"
+	"github.com/troupe-rt/troupe/tools"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -163,7 +164,7 @@ func (e *hostileEnv) tool(name string, args any) (string, bool) {
 		panic(err)
 	}
 	e.seq++
-	res := callTool(context.Background(), e.m, e.seq, "S", name, string(b))
+	res := callTool(context.Background(), e.m, e.seq, tools.AsAgent(e.s), name, string(b))
 	text, ok := res.SingleText()
 	if !ok {
 		panic("result is not one text block")
@@ -208,7 +209,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 			}},
 		{name: "1 MiB kill reason (API, human-style no-claim kill)",
 			act: func(t *testing.T, e *hostileEnv, p *troupetest.Producer, id string) {
-				res, snap, err := e.sys.Jobs().Kill(context.Background(), id, "S", registry.KillOptions{Reason: oneMiB, NoClaim: true})
+				res, snap, err := e.sys.Jobs().Kill(context.Background(), id, registry.AsAgent(s), registry.KillOptions{Reason: oneMiB, NoClaim: true})
 				require.NoError(t, err)
 				require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 				requireCleanSnapshot(t, "the kill's snapshot", snap)
@@ -221,7 +222,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 			}},
 		{name: "invalid UTF-8 kill reason (API)",
 			act: func(t *testing.T, e *hostileEnv, p *troupetest.Producer, id string) {
-				_, _, err := e.sys.Jobs().Kill(context.Background(), id, "S", registry.KillOptions{Reason: "stop \xff\xc3 now", NoClaim: true})
+				_, _, err := e.sys.Jobs().Kill(context.Background(), id, registry.AsAgent(s), registry.KillOptions{Reason: "stop \xff\xc3 now", NoClaim: true})
 				require.NoError(t, err)
 				p.Settle(job.Outcome{Status: job.Killed})
 			}, noticed: true,
@@ -311,7 +312,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 		require.NoError(t, err, r.name)
 		ids[i] = id
 		r.act(t, e, p, id)
-		snap := troupetest.Settled(t, sys, id, "S")
+		snap := troupetest.Settled(t, sys, id, registry.AsAgent(s))
 		requireCleanSnapshot(t, r.name, snap)
 		if r.noticed {
 			n := recv(t, in.msgs)
@@ -343,7 +344,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 	shID, err := sys.Jobs().Start(context.Background(), sh)
 	require.NoError(t, err)
 	ids = append(ids, shID)
-	snap := troupetest.Settled(t, sys, shID, "S")
+	snap := troupetest.Settled(t, sys, shID, registry.AsAgent(s))
 	requireCleanSnapshot(t, "the shell job", snap)
 	require.Equal(t, "printf 'raw \\377\\376 bytes\\n'↵printf 'split \\347\\225'↵printf '\\214 joined\\n'", snap.Label)
 	requireClean(t, "the shell job's notice", recv(t, in.msgs).Text, maxNotice)
@@ -380,7 +381,7 @@ func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 		text, isErr = e.tool(jobtools.NameOutput, map[string]string{"job_id": bogus})
 		require.True(t, isErr)
 		requireClean(t, "the unknown-job error", text, len("Error: unknown job ")+job.MaxIDBytes)
-		_, err := sys.Jobs().Get(context.Background(), bogus+"\xff", "S")
+		_, err := sys.Jobs().Get(context.Background(), bogus+"\xff", registry.AsAgent(s))
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		requireClean(t, "the unknown-job error", err.Error(), len("unknown job ")+job.MaxIDBytes)
 		_, err = e.ctl.Kill(ctx(t), "S", bogus+"\xff")
@@ -410,7 +411,7 @@ func TestHostileInput_ProducerErrorsAreBounded(t *testing.T) {
 	require.True(t, strings.HasPrefix(text, "Error: boom \uFFFD eee"), head64(text))
 	p.CancelErr = nil
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 }
 
 type errString string

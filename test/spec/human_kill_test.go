@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"errors"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func TestSpec120_HumanKillOfUnknownOrForeignJobIsNotFound(t *testing.T) {
 		require.ErrorAs(t, err, &e)
 		require.Equal(t, map[string]string{"sessionId": "S", "jobId": target}, e.Details)
 	}
-	snap, err := sys.Jobs().Get(ctx, "bash-1", "T")
+	snap, err := sys.Jobs().Get(ctx, "bash-1", registry.AsAgent(other))
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status, "the foreign job was not touched")
 }
@@ -79,7 +80,7 @@ func TestSpec121_HumanKillReasonReachesTheModelsNotice(t *testing.T) {
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, outcome)
 	require.Equal(t, controller.ReasonUser, p.NextCancel(t))
 	p.Settle(job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"})
-	snap := troupetest.Settled(t, sys, id, "S")
+	snap := troupetest.Settled(t, sys, id, troupetest.As(t, sys, "S"))
 	require.Equal(t, "signal: SIGTERM; cancelled by the user", snap.GetDetail())
 	require.False(t, snap.Reported, "a human kill never claims")
 	select {
@@ -96,14 +97,14 @@ func TestSpec122_HumanKillOfFinishedJobDoesNotCancel(t *testing.T) {
 	id, err := sys.Jobs().Start(context.Background(), p.Spec(s))
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	troupetest.Settled(t, sys, id, "S")
+	troupetest.Settled(t, sys, id, troupetest.As(t, sys, "S"))
 	ctx, cancel := context.WithTimeout(context.Background(), humanBudget)
 	defer cancel()
 	outcome, err := ctl.Kill(ctx, "S", id)
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_ALREADY_FINISHED, outcome)
 	require.Empty(t, p.Cancels())
-	snap, err := sys.Jobs().Get(ctx, id, "S")
+	snap, err := sys.Jobs().Get(ctx, id, troupetest.As(t, sys, "S"))
 	require.NoError(t, err)
 	require.False(t, snap.Reported, "a human kill of a finished job changes nothing")
 }
@@ -119,7 +120,7 @@ func TestHumanKillCancelErrorPropagatesAsItself(t *testing.T) {
 	_, err = ctl.Kill(ctx, "S", id)
 	require.ErrorIs(t, err, messages.ErrCancelFailed)
 	require.Equal(t, "cancel boom", err.Error())
-	snap, err := sys.Jobs().Get(ctx, id, "S")
+	snap, err := sys.Jobs().Get(ctx, id, troupetest.As(t, sys, "S"))
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status)
 }

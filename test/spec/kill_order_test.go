@@ -47,7 +47,7 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 			if !armed.CompareAndSwap(true, false) {
 				return // start's registration change
 			}
-			c := change{list: sys.Jobs().ListAsync("")}
+			c := change{list: sys.Jobs().ListAsync(registry.NoCaller)}
 			select {
 			case <-returned:
 				c.afterReturn = true
@@ -62,7 +62,7 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { p.Settle(job.Outcome{Status: job.Killed}) }) // before the shutdown, also on failure
 		armed.Store(true)
-		res, snap, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{})
+		res, snap, err := sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{})
 		close(returned)
 		require.NoError(t, err)
 		require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
@@ -76,6 +76,6 @@ func TestSpec2_7_KillAnnouncesItsChangeBeforeItReturns(t *testing.T) {
 		require.Equal(t, job.Stopping, l.Jobs[0].Status, "the change announced the job stopping")
 
 		p.Settle(job.Outcome{Status: job.Killed})
-		troupetest.Settled(t, sys, id, "")
+		troupetest.Settled(t, sys, id, registry.NoCaller)
 	})
 }

@@ -100,50 +100,50 @@ func TestNoHang_CancelThatBlocksDelaysOnlyItsOwnJob(t *testing.T) {
 
 	settled := make(chan *messages.JobSnapshot, 1)
 	go func() {
-		snap, _ := jobs.AwaitSettled(ctx(t), badID, "")
+		snap, _ := jobs.AwaitSettled(ctx(t), badID, registry.NoCaller)
 		settled <- snap
 	}()
 
 	// Kill returns at its ctx with the coded error, while Cancel is still blocked.
-	_, _, err := jobs.Kill(short(t, 50*time.Millisecond), badID, "", registry.KillOptions{})
+	_, _, err := jobs.Kill(short(t, 50*time.Millisecond), badID, registry.NoCaller, registry.KillOptions{})
 	requireAborted(t, err, context.DeadlineExceeded)
 	<-bad.entered
 
 	// Everything else goes on: Get, List, Wait on the stuck job itself, other jobs.
 	require.Equal(t, "running", get(t, sys, badID, "").Status.Name(), "the kill has not landed")
 	require.Equal(t, []string{badID, otherID}, list(t, sys, ""))
-	snap, err := jobs.Wait(ctx(t), badID, 20*time.Millisecond, "")
+	snap, err := jobs.Wait(ctx(t), badID, 20*time.Millisecond, registry.NoCaller)
 	require.NoError(t, err, "a wait on the stuck job times out as its own timeout")
 	require.Equal(t, "running", snap.Status.Name())
-	res, _, err := jobs.Kill(ctx(t), otherID, "", registry.KillOptions{})
+	res, _, err := jobs.Kill(ctx(t), otherID, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
-	snap, err = jobs.Wait(ctx(t), otherID, replyBudget, "")
+	snap, err = jobs.Wait(ctx(t), otherID, replyBudget, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "killed", snap.Status.Name())
 	third := start(t, sys, live().Spec(nil))
 
 	// A read of the stuck job waits behind its Cancel and returns at its ctx.
-	_, _, err = jobs.Read(short(t, 30*time.Millisecond), badID, "")
+	_, _, err = jobs.Read(short(t, 30*time.Millisecond), badID, registry.NoCaller)
 	requireAborted(t, err, context.DeadlineExceeded)
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = jobs.Get(cctx, badID, "")
+	_, err = jobs.Get(cctx, badID, registry.NoCaller)
 	requireAborted(t, err, context.Canceled)
 
 	// The model tools keep answering, each at its call's context.
 	tl, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
-	listText := okText(t, callTool(ctx(t), tl, 1, "", jobtools.NameList, `{}`))
+	listText := okText(t, callTool(ctx(t), tl, 1, tools.Caller{}, jobtools.NameList, `{}`))
 	require.Contains(t, listText, badID)
 	require.Contains(t, listText, third)
-	kill := callTool(short(t, 50*time.Millisecond), tl, 2, "", jobtools.NameKill, `{"job_id":"`+badID+`"}`)
+	kill := callTool(short(t, 50*time.Millisecond), tl, 2, tools.Caller{}, jobtools.NameKill, `{"job_id":"`+badID+`"}`)
 	require.True(t, kill.IsError)
 	require.Contains(t, text(t, kill), "call aborted: context deadline exceeded")
-	out := callTool(short(t, 50*time.Millisecond), tl, 3, "", jobtools.NameOutput, `{"job_id":"`+badID+`"}`)
+	out := callTool(short(t, 50*time.Millisecond), tl, 3, tools.Caller{}, jobtools.NameOutput, `{"job_id":"`+badID+`"}`)
 	require.True(t, out.IsError)
 	require.Contains(t, text(t, out), "call aborted")
-	require.Contains(t, okText(t, callTool(ctx(t), tl, 4, "", jobtools.NameKill, `{"job_id":"`+third+`"}`)), third)
+	require.Contains(t, okText(t, callTool(ctx(t), tl, 4, tools.Caller{}, jobtools.NameKill, `{"job_id":"`+third+`"}`)), third)
 
 	// Shutdown returns at its deadline, the stuck job settled failed and named.
 	err = sys.Shutdown(short(t, 100*time.Millisecond))
@@ -172,14 +172,14 @@ func TestNoHang_DoneThatNeverSendsIsSettledAtShutdownDeadline(t *testing.T) {
 	spec := bad.spec("bad")
 	spec.Owner = a
 	badID := start(t, sys, spec)
-	res, snap, err := jobs.Kill(ctx(t), badID, "s", registry.KillOptions{})
+	res, snap, err := jobs.Kill(ctx(t), badID, registry.AsAgent(a), registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	require.Equal(t, "stopping", snap.Status.Name())
 
 	settled := make(chan *messages.JobSnapshot, 1)
 	go func() {
-		snap, _ := jobs.AwaitSettled(ctx(t), badID, "s")
+		snap, _ := jobs.AwaitSettled(ctx(t), badID, registry.AsAgent(a))
 		settled <- snap
 	}()
 	require.Equal(t, "stopping", get(t, sys, badID, "s").Status.Name(), "it stays stopping")
@@ -270,8 +270,9 @@ func TestNoHang_ToolCallerIsOneIdentity(t *testing.T) {
 	c := tools.AsAgent(a)
 	require.Equal(t, "alice", c.Session())
 	require.Same(t, a, c.Agent())
-	require.Equal(t, "bob", tools.AsSession("bob").Session())
-	require.Nil(t, tools.AsSession("bob").Agent())
+	b := troupetest.Agent(t, sys, "bob")
+	require.Equal(t, "bob", tools.AsAgent(b).Session())
+	require.Same(t, b, tools.AsAgent(b).Agent())
 	require.Equal(t, tools.Caller{}, tools.AsAgent(nil))
 	require.Empty(t, tools.Caller{}.Session())
 	// A call's session is its agent's: there is no second field to disagree.
@@ -313,18 +314,18 @@ func TestNoHang_SettleTimeoutSettlesAJobStuckStopping(t *testing.T) {
 	id := start(t, sys, spec)
 	require.Empty(t, ft.armed, "no timer before a kill")
 
-	_, _, err := sys.Jobs().Kill(ctx(t), id, "s", registry.KillOptions{Reason: "enough"})
+	_, _, err := sys.Jobs().Kill(ctx(t), id, registry.AsAgent(a), registry.KillOptions{Reason: "enough"})
 	require.NoError(t, err)
 	timer := <-ft.armed
 	require.Equal(t, 5*time.Second, timer.d)
-	_, _, err = sys.Jobs().Kill(ctx(t), id, "s", registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(ctx(t), id, registry.AsAgent(a), registry.KillOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "stopping", get(t, sys, id, "s").Status.Name(), "stopping until the timer fires")
 	require.Empty(t, ft.armed, "a second kill does not re-arm: the clock runs from the first")
 
 	settled := make(chan *messages.JobSnapshot, 1)
 	go func() {
-		snap, _ := sys.Jobs().AwaitSettled(ctx(t), id, "s")
+		snap, _ := sys.Jobs().AwaitSettled(ctx(t), id, registry.AsAgent(a))
 		settled <- snap
 	}()
 	timer.f() // the clock reaches the timeout
@@ -344,11 +345,11 @@ func TestNoHang_SettleTimeoutIsOffByDefaultAndStoppedBySettlement(t *testing.T) 
 	sys, _ := newBareSystem(t, func(c *troupe.Config) { c.AfterFunc = ft.afterFunc })
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
-	_, _, err := sys.Jobs().Kill(ctx(t), id, "", registry.KillOptions{})
+	_, _, err := sys.Jobs().Kill(ctx(t), id, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	require.Empty(t, ft.armed, "off by default: SPEC's semantics stand")
 	p.Settle(job.Outcome{Status: job.Killed})
-	snap, err := sys.Jobs().Wait(ctx(t), id, replyBudget, "")
+	snap, err := sys.Jobs().Wait(ctx(t), id, replyBudget, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "killed", snap.Status.Name())
 	require.NoError(t, sys.Shutdown(ctx(t)))
@@ -358,11 +359,11 @@ func TestNoHang_SettleTimeoutIsOffByDefaultAndStoppedBySettlement(t *testing.T) 
 	defer func() { require.NoError(t, sys2.Shutdown(ctx(t))) }()
 	p2 := troupetest.NewProducer()
 	id2 := start(t, sys2, p2.Spec(nil))
-	_, _, err = sys2.Jobs().Kill(ctx(t), id2, "", registry.KillOptions{})
+	_, _, err = sys2.Jobs().Kill(ctx(t), id2, registry.NoCaller, registry.KillOptions{})
 	require.NoError(t, err)
 	timer := <-ft2.armed
 	p2.Settle(job.Outcome{Status: job.Killed})
-	snap, err = sys2.Jobs().Wait(ctx(t), id2, replyBudget, "")
+	snap, err = sys2.Jobs().Wait(ctx(t), id2, replyBudget, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "killed", snap.Status.Name())
 	require.True(t, timer.stopped.Load(), "settlement stops the timer")
@@ -391,13 +392,13 @@ func TestNoHang_EveryWaitingCallEndsWithItsCtx(t *testing.T) {
 
 	calls := map[string]func() error{
 		"Start":            func() error { _, err := jobs.Start(done, live().Spec(nil)); return err },
-		"Get":              func() error { _, err := jobs.Get(done, id, ""); return err },
-		"Record":           func() error { _, _, err := jobs.Record(done, id, ""); return err },
-		"List":             func() error { _, err := jobs.List(done, ""); return err },
-		"Read":             func() error { _, _, err := jobs.Read(done, id, ""); return err },
-		"Kill":             func() error { _, _, err := jobs.Kill(done, id, "", registry.KillOptions{}); return err },
+		"Get":              func() error { _, err := jobs.Get(done, id, registry.NoCaller); return err },
+		"Record":           func() error { _, _, err := jobs.Record(done, id, registry.NoCaller); return err },
+		"List":             func() error { _, err := jobs.List(done, registry.NoCaller); return err },
+		"Read":             func() error { _, _, err := jobs.Read(done, id, registry.NoCaller); return err },
+		"Kill":             func() error { _, _, err := jobs.Kill(done, id, registry.NoCaller, registry.KillOptions{}); return err },
 		"Waiters":          func() error { _, err := jobs.Waiters(done, id); return err },
-		"AwaitSettled":     func() error { _, err := jobs.AwaitSettled(done, id, ""); return err },
+		"AwaitSettled":     func() error { _, err := jobs.AwaitSettled(done, id, registry.NoCaller); return err },
 		"AttachController": func() error { _, err := jobs.AttachController(done, sys.Scope(), "x"); return err },
 		"OnJobDone": func() error {
 			_, err := jobs.OnJobDone(done, sys.Scope(), func(*messages.JobSnapshot, registry.Owner) {})
@@ -440,9 +441,9 @@ func TestNoHang_EveryWaitingCallEndsWithItsCtx(t *testing.T) {
 	tl, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
 	for _, name := range []string{jobtools.NameList, jobtools.NameOutput, jobtools.NameKill} {
-		res := callTool(done, tl, 1, "", name, `{"job_id":"`+id+`"}`)
+		res := callTool(done, tl, 1, tools.Caller{}, name, `{"job_id":"`+id+`"}`)
 		if name == jobtools.NameList {
-			res = callTool(done, tl, 1, "", name, `{}`)
+			res = callTool(done, tl, 1, tools.Caller{}, name, `{}`)
 		}
 		require.True(t, res.IsError, name)
 		require.Contains(t, text(t, res), "call aborted: context canceled", name)
@@ -469,18 +470,18 @@ func TestNoHang_KillQueuedBehindABlockedCancelAbortsWithoutCancelling(t *testing
 	}})
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := sys.Jobs().Kill(ctx(t), id, "", registry.KillOptions{Reason: "first"})
+		_, _, err := sys.Jobs().Kill(ctx(t), id, registry.NoCaller, registry.KillOptions{Reason: "first"})
 		first <- err
 	}()
 	require.Equal(t, "first", <-calls)
-	_, _, err := sys.Jobs().Kill(short(t, 30*time.Millisecond), id, "", registry.KillOptions{Reason: "second"})
+	_, _, err := sys.Jobs().Kill(short(t, 30*time.Millisecond), id, registry.NoCaller, registry.KillOptions{Reason: "second"})
 	requireAborted(t, err, context.DeadlineExceeded)
 	close(release)
 	require.NoError(t, <-first)
 	snap := get(t, sys, id, "")
 	require.Equal(t, "stopping", snap.Status.Name())
 	done <- job.Outcome{Status: job.Killed}
-	snap, err = sys.Jobs().Wait(ctx(t), id, replyBudget, "")
+	snap, err = sys.Jobs().Wait(ctx(t), id, replyBudget, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, "first", snap.GetDetail(), "the aborted kill's reason was not recorded")
 	require.Empty(t, calls, "the aborted kill never called Cancel")

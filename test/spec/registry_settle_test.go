@@ -38,7 +38,7 @@ func TestSpec038_DoneClosedWithoutOutcomeSettlesFailed(t *testing.T) {
 			p := troupetest.NewProducer()
 			id := start(t, sys, p.Spec(nil))
 			tc.settle(p)
-			snap := troupetest.Settled(t, sys, id, "")
+			snap := troupetest.Settled(t, sys, id, registry.NoCaller)
 			require.Equal(t, job.Failed, snap.Status)
 			require.NotNil(t, snap.Detail)
 			require.True(t, strings.HasPrefix(*snap.Detail, "Error: "+tc.problem), *snap.Detail)
@@ -49,7 +49,7 @@ func TestSpec038_DoneClosedWithoutOutcomeSettlesFailed(t *testing.T) {
 			if !tc.prefix {
 				require.Equal(t, "Error: "+tc.problem, *snap.Detail)
 			}
-			text, _, err := sys.Jobs().Read(context.Background(), id, "")
+			text, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller)
 			require.NoError(t, err)
 			require.Equal(t, "", text, "a rejected outcome carries no output")
 		})
@@ -66,7 +66,7 @@ func throwingDoneListenerCase(t *testing.T, panicValue any, message string) {
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "")
+	troupetest.Settled(t, sys, id, registry.NoCaller)
 	got := second.Snaps()
 	require.Len(t, got, 1)
 	require.Equal(t, snapView{"completed", false}, view(got[0]))
@@ -105,7 +105,7 @@ func TestSpec041_DisposedListenersAreNotCalled(t *testing.T) {
 
 	// While its fiber lives, the fiber's listener sees alice's settlements.
 	p1.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, first, "alice")
+	troupetest.Settled(t, sys, first, registry.AsAgent(alice))
 	require.Len(t, fiber.Snaps(), 1)
 
 	// The fiber is disposed; alice's second job settles in that teardown, and an
@@ -114,7 +114,7 @@ func TestSpec041_DisposedListenersAreNotCalled(t *testing.T) {
 	pu := troupetest.NewProducer()
 	unowned := start(t, sys, pu.Spec(nil))
 	pu.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, unowned, "")
+	troupetest.Settled(t, sys, unowned, registry.NoCaller)
 
 	var ids []string
 	for _, s := range control.Snaps() {
@@ -143,7 +143,7 @@ func TestSpec042_ChangedBeforeDone(t *testing.T) {
 	_, err = sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) { record("changed") })
 	require.NoError(t, err)
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "alice")
+	troupetest.Settled(t, sys, id, registry.AsAgent(alice))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"changed", "done"}, order)
@@ -184,7 +184,7 @@ func TestSpec058_SnapshotOptionalFields(t *testing.T) {
 	require.Positive(t, snap.StartedAt)
 
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "x"})
-	snap = troupetest.Settled(t, sys, id, "")
+	snap = troupetest.Settled(t, sys, id, registry.NoCaller)
 	require.NotNil(t, snap.Detail)
 	require.Equal(t, "x", *snap.Detail)
 	require.NotNil(t, snap.FinishedAt)
@@ -223,12 +223,12 @@ func TestSpec059_KillReasonMergesIntoKilledDetail(t *testing.T) {
 			sys, _ := troupetest.Served(t)
 			p := troupetest.NewProducer()
 			id := start(t, sys, p.Spec(nil))
-			res, _, err := sys.Jobs().Kill(context.Background(), id, "", registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+			res, _, err := sys.Jobs().Kill(context.Background(), id, registry.NoCaller, registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 			require.NoError(t, err)
 			require.Equal(t, "requested", res.Name())
 			require.Equal(t, "cancelled by the user", p.NextCancel(t))
 			p.Settle(tc.outcome)
-			snap := troupetest.Settled(t, sys, id, "")
+			snap := troupetest.Settled(t, sys, id, registry.NoCaller)
 			require.Equal(t, tc.outcome.Status, snap.Status)
 			require.Equal(t, tc.detail, snap.Detail)
 		})

@@ -179,7 +179,7 @@ func TestSpec009_CapacityRejectionConsumesNoID(t *testing.T) {
 		"background job limit reached for this owner (limit: 1); use job_kill to stop an unneeded job, wait for it to finish, then retry")
 	require.Zero(t, p2.Runs())
 	p1.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, "bash-1", "")
+	troupetest.Settled(t, sys, "bash-1", registry.NoCaller)
 	// The same spec (same kind and label; a fresh producer, since one producer
 	// settles once) is admitted at once and gets the next id.
 	require.Equal(t, "bash-2", start(t, sys, p2.Spec(nil)))
@@ -195,7 +195,7 @@ func TestSpec011_AnyTerminalStatusFreesTheSlot(t *testing.T) {
 			_, err := sys.Jobs().Start(context.Background(), live().Spec(nil))
 			require.ErrorIs(t, err, messages.ErrCapacity)
 			p.Settle(job.Outcome{Status: status})
-			require.Equal(t, status, troupetest.Settled(t, sys, id, "").Status)
+			require.Equal(t, status, troupetest.Settled(t, sys, id, registry.NoCaller).Status)
 			require.Equal(t, "bash-2", start(t, sys, live().Spec(nil)))
 		})
 	}

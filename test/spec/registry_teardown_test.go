@@ -24,7 +24,7 @@ func TestSpec045_OwnerDisposalChangesOnlyOwnersWithRecords(t *testing.T) {
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(alice))
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "alice")
+	troupetest.Settled(t, sys, id, registry.AsAgent(alice))
 	before := changed.Owners()
 	require.Equal(t, []string{"alice", "alice"}, before) // registration, settlement
 
@@ -46,14 +46,14 @@ func TestSpec047_OwnerDisposalCancelsLiveAndRemovesAll(t *testing.T) {
 	finished := troupetest.NewProducer()
 	done := start(t, sys, finished.Spec(alice))
 	finished.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, done, "alice")
+	troupetest.Settled(t, sys, done, registry.AsAgent(alice))
 	require.Len(t, list(t, sys, "alice"), 2)
 
 	require.NoError(t, alice.Dispose(ctx(t)))
 	require.Equal(t, []string{"owner disposed"}, running.Cancels())
 	require.Empty(t, finished.Cancels())
 	require.Empty(t, list(t, sys, "alice"))
-	_, err := sys.Jobs().Get(context.Background(), done, "alice")
+	_, err := sys.Jobs().Get(context.Background(), done, registry.AsAgent(alice))
 	requireCode(t, err, messages.ErrNotFound, "unknown job "+done)
 }
 
@@ -64,7 +64,7 @@ func TestSpec048_OwnerTeardownObserverSeesStoppingKilledGone(t *testing.T) {
 	start(t, sys, p.Spec(alice))
 	pending := make(chan (<-chan registry.ListResult), 16)
 	_, err := sys.Jobs().OnJobsChanged(context.Background(), sys.Scope(), func(registry.Owner) {
-		pending <- sys.Jobs().ListAsync("alice")
+		pending <- sys.Jobs().ListAsync(registry.AsAgent(alice))
 	})
 	require.NoError(t, err)
 	statusOf := func(res registry.ListResult) string {
@@ -210,7 +210,7 @@ func TestSpec057_DisposedMountStopsServing(t *testing.T) {
 	require.False(t, standing.Disposed())
 
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "alice")
+	troupetest.Settled(t, sys, id, registry.AsAgent(alice))
 	require.Empty(t, heard.Snaps())
 	require.Equal(t, []string{id}, list(t, sys, "alice"))
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,13 @@ func TestSpec028_PendingWaitClaimsSettlement(t *testing.T) {
 	done := onDone(t, sys, sys.Scope())
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
-	w := waitAsync(ctx(t), sys, id, 5*time.Second, "")
+	w := waitAsync(ctx(t), sys, id, 5*time.Second, registry.NoCaller)
 	troupetest.AwaitWaiters(t, sys, id, 1)
 	p.Settle(job.Outcome{Status: job.Completed})
 	out := recv(t, w)
 	require.NoError(t, out.err)
 	require.Equal(t, snapView{"completed", true}, view(out.snap))
-	troupetest.Settled(t, sys, id, "")
+	troupetest.Settled(t, sys, id, registry.NoCaller)
 	got := done.Snaps()
 	require.Len(t, got, 1)
 	require.Equal(t, snapView{"completed", true}, view(got[0]))
@@ -38,7 +39,7 @@ func TestSpec028_PendingWaitClaimsSettlement(t *testing.T) {
 func TestSpec029_WaitTimeoutReturnsLiveSnapshot(t *testing.T) {
 	sys, _ := troupetest.Served(t)
 	id := start(t, sys, live().Spec(nil))
-	snap, err := sys.Jobs().Wait(ctx(t), id, 5*time.Millisecond, "")
+	snap, err := sys.Jobs().Wait(ctx(t), id, 5*time.Millisecond, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, snapView{"running", false}, view(snap))
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
@@ -57,13 +58,13 @@ func TestSpec030_EndedWaitsLeaveNoWaiter(t *testing.T) {
 		require.Zero(t, n)
 	}
 	for range 3 {
-		snap, err := sys.Jobs().Wait(ctx(t), id, 5*time.Millisecond, "")
+		snap, err := sys.Jobs().Wait(ctx(t), id, 5*time.Millisecond, registry.NoCaller)
 		require.NoError(t, err)
 		require.Equal(t, snapView{"running", false}, view(snap))
 		noWaiters()
 	}
 	c, cancel := context.WithCancel(ctx(t))
-	w := waitAsync(c, sys, id, 5*time.Second, "")
+	w := waitAsync(c, sys, id, 5*time.Second, registry.NoCaller)
 	troupetest.AwaitWaiters(t, sys, id, 1)
 	cancel()
 	out := recv(t, w)
@@ -77,9 +78,9 @@ func TestSpec031_WaitOnFinishedJobReturnsAtOnce(t *testing.T) {
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Completed})
-	require.False(t, troupetest.Settled(t, sys, id, "").Reported)
+	require.False(t, troupetest.Settled(t, sys, id, registry.NoCaller).Reported)
 	// An hour-long wait that does not return at once fails the test (recv's budget).
-	out := recv(t, waitAsync(ctx(t), sys, id, time.Hour, ""))
+	out := recv(t, waitAsync(ctx(t), sys, id, time.Hour, registry.NoCaller))
 	require.NoError(t, out.err)
 	require.Equal(t, snapView{"completed", true}, view(out.snap))
 	require.True(t, get(t, sys, id, "").Reported)
@@ -98,7 +99,7 @@ func TestSpec032_InvalidWaitTimeout(t *testing.T) {
 		{-1500 * time.Microsecond, "-1.5"},
 		{-time.Nanosecond, "-0.000001"},
 	} {
-		_, err := sys.Jobs().Wait(ctx(t), id, tc.timeout, "")
+		_, err := sys.Jobs().Wait(ctx(t), id, tc.timeout, registry.NoCaller)
 		requireCode(t, err, messages.ErrInvalidWaitTimeout, prefix+tc.rendered)
 		require.True(t, strings.HasPrefix(err.Error(), prefix))
 	}
@@ -114,19 +115,19 @@ func TestSpec033_AbortedWaitRejects(t *testing.T) {
 
 	// A pending wait whose context is cancelled.
 	c, cancel := context.WithCancel(ctx(t))
-	w := waitAsync(c, sys, id, 5*time.Second, "")
+	w := waitAsync(c, sys, id, 5*time.Second, registry.NoCaller)
 	troupetest.AwaitWaiters(t, sys, id, 1)
 	cancel()
 	requireCode(t, recv(t, w).err, messages.ErrWaitAborted, "wait aborted")
 
 	// A wait started with an already-cancelled context.
-	_, err := sys.Jobs().Wait(c, id, 5*time.Second, "")
+	_, err := sys.Jobs().Wait(c, id, 5*time.Second, registry.NoCaller)
 	requireCode(t, err, messages.ErrWaitAborted, "wait aborted")
 
 	// Rule 10: the caller's own deadline is an abort too, not a timeout.
 	dl, cancelDL := context.WithTimeout(ctx(t), 5*time.Millisecond)
 	defer cancelDL()
-	_, err = sys.Jobs().Wait(dl, id, time.Hour, "")
+	_, err = sys.Jobs().Wait(dl, id, time.Hour, registry.NoCaller)
 	requireCode(t, err, messages.ErrWaitAborted, "wait aborted")
 
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, id, "")))
@@ -141,10 +142,10 @@ func TestSpec033_AbortedWaitOnFinishedJobReturnsSnapshot(t *testing.T) {
 	p := troupetest.NewProducer()
 	id := start(t, sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, id, "")
+	troupetest.Settled(t, sys, id, registry.NoCaller)
 	c, cancel := context.WithCancel(ctx(t))
 	cancel()
-	snap, err := sys.Jobs().Wait(c, id, 5*time.Second, "")
+	snap, err := sys.Jobs().Wait(c, id, 5*time.Second, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, snapView{"completed", true}, view(snap))
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"encoding/json"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func TestSpec072_FinalOutputReadBeforeAndAfterSettling(t *testing.T) {
 	require.Equal(t, "(no new output)\n[status: running]", okText(t, res))
 
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "completed", Output: "the answer"})
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 	for range 2 { // a final output is returned idempotently
 		res = e.call(ctx(t), "", "job_output", `{"job_id":"subagent-1"}`)
 		require.Equal(t, "the answer\n[status: completed, completed]", okText(t, res))
@@ -133,7 +134,7 @@ func TestSpec076_ListIsFencedAndInRegistrationOrder(t *testing.T) {
 	build.Label = "build"
 	require.Equal(t, "bash-2", start(t, e.sys, build.Spec(alice)))
 	build.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	troupetest.Settled(t, e.sys, "bash-2", "alice")
+	troupetest.Settled(t, e.sys, "bash-2", troupetest.As(t, e.sys, "alice"))
 
 	res := e.call(ctx(t), "alice", "job_list", `{}`)
 	require.Equal(t, "bash-1 [bash] running — pnpm test\nsubagent-1 [subagent] running — open research\nbash-2 [bash] completed — build", okText(t, res))
@@ -158,7 +159,7 @@ func TestSpec077_KillRequestsCancellation(t *testing.T) {
 	require.Equal(t, "bash-1", v.Job.ID)
 	require.Equal(t, "stopping", v.Job.Status)
 	require.Equal(t, []string{"superseded"}, p.Cancels())
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 }
 
 func TestSpec078_KillOfFinishedJobLeavesTheDeltaUnread(t *testing.T) {
@@ -168,7 +169,7 @@ func TestSpec078_KillOfFinishedJobLeavesTheDeltaUnread(t *testing.T) {
 	p.Emit("unread tail")
 	id := start(t, e.sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 
 	res := e.call(ctx(t), "", "job_kill", `{"job_id":"bash-1"}`)
 	require.Equal(t, "job bash-1 had already finished [status: completed, exit code: 0]", okText(t, res))

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -116,7 +117,7 @@ func TestSpec069_ZeroConfigMountServesTools(t *testing.T) {
 	p := troupetest.NewProducer()
 	require.Equal(t, "bash-1", start(t, sys, p.Spec(alice)))
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, sys, "bash-1", "alice")
+	troupetest.Settled(t, sys, "bash-1", registry.AsAgent(alice))
 }
 
 func TestSpec110_PromptSectionAndToolDescriptions(t *testing.T) {

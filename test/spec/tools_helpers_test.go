@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,17 +111,25 @@ func (e *toolEnv) agent(t *testing.T, parent *scope.Scope, session string) (*own
 
 // call runs tool name with the JSON args as session through the mount's pipeline.
 func (e *toolEnv) call(c context.Context, session, name, args string) tools.Result {
-	return callTool(c, e.mount, e.calls.Add(1), session, name, args)
+	var caller tools.Caller
+	if session != "" {
+		a := troupetest.AgentOf(e.sys, session)
+		if a == nil {
+			panic("toolEnv.call: no agent made for session " + session)
+		}
+		caller = tools.AsAgent(a)
+	}
+	return callTool(c, e.mount, e.calls.Add(1), caller, name, args)
 }
 
-func callTool(c context.Context, m *jobtools.Mount, seq uint64, session, name, args string) tools.Result {
+func callTool(c context.Context, m *jobtools.Mount, seq uint64, caller tools.Caller, name, args string) tools.Result {
 	var tool tools.Tool
 	for _, tl := range m.All() {
 		if tl.Name == name {
 			tool = tl
 		}
 	}
-	call := tools.Call{ID: fmt.Sprintf("call-%d", seq), Name: name, Args: json.RawMessage(args), Caller: tools.AsSession(session)}
+	call := tools.Call{ID: fmt.Sprintf("call-%d", seq), Name: name, Args: json.RawMessage(args), Caller: caller}
 	return m.Pipeline().Run(c, tool, call)
 }
 
@@ -152,7 +161,7 @@ func errText(t *testing.T, res tools.Result) string {
 // returns every surface call for the job has been made (or never will be).
 func quiesce(t *testing.T, e *toolEnv, a *owner.Agent, id string) owner.Stats {
 	t.Helper()
-	troupetest.Settled(t, e.sys, id, a.Session())
+	troupetest.Settled(t, e.sys, id, registry.AsAgent(a))
 	return stats(t, a)
 }
 

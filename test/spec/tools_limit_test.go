@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -90,9 +91,9 @@ func TestSpec083_ReadFailureIsBoundedToTheLimit(t *testing.T) {
 	require.Equal(t, "Error: job "+foreign+" belongs to another session", msg)
 
 	done <- job.Outcome{Status: job.Completed}
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 	owned.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, e.sys, foreign, "alice")
+	troupetest.Settled(t, e.sys, foreign, troupetest.As(t, e.sys, "alice"))
 }
 
 func TestSpec085_KillAckBoundedByATinyLimit(t *testing.T) {
@@ -104,7 +105,7 @@ func TestSpec085_KillAckBoundedByATinyLimit(t *testing.T) {
 	requireBounded(t, got, 8)
 	require.Equal(t, "uncated]", got) // the last 8 bytes of `\n[result truncated]`
 	require.Equal(t, []string{""}, p.Cancels(), "no reason: cancel gets the empty reason")
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 }
 
 func TestSpec086_CancelFailureIsBoundedAndChangesNothing(t *testing.T) {
@@ -120,5 +121,5 @@ func TestSpec086_CancelFailureIsBoundedAndChangesNothing(t *testing.T) {
 	require.Equal(t, []string{"superseded"}, p.Cancels())
 
 	p.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, e.sys, id, "")
+	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"errors"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -124,7 +125,7 @@ func TestSpec097_UnownedJobDeliversNothing(t *testing.T) {
 	id := start(t, e.sys, p.Spec(nil))
 	p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
 
-	snap := troupetest.Settled(t, e.sys, id, "")
+	snap := troupetest.Settled(t, e.sys, id, registry.NoCaller)
 	require.False(t, snap.Reported, "nothing claimed it: it is suppressed for having no owner")
 	require.Zero(t, stats(t, alice).Delivered)
 	require.Empty(t, s.drain())
@@ -326,7 +327,7 @@ func TestSpec112_TimedOutWaitClaimsNothing(t *testing.T) {
 	require.Equal(t, "(no new output)\n[status: running]", okText(t, res))
 	p.Settle(job.Outcome{Status: job.Completed})
 
-	require.False(t, troupetest.Settled(t, e.sys, id, "alice").Reported)
+	require.False(t, troupetest.Settled(t, e.sys, id, troupetest.As(t, e.sys, "alice")).Reported)
 	st := stats(t, alice)
 	require.Equal(t, []string{"inject"}, verbs(s.drain()), "exactly one notice")
 	require.Equal(t, 1, st.Delivered)
@@ -351,7 +352,7 @@ func TestSpec113_AbortedWaitClaimsNothing(t *testing.T) {
 	require.Equal(t, "Error: wait aborted", got)
 
 	p.Settle(job.Outcome{Status: job.Completed})
-	require.False(t, troupetest.Settled(t, e.sys, id, "alice").Reported)
+	require.False(t, troupetest.Settled(t, e.sys, id, troupetest.As(t, e.sys, "alice")).Reported)
 	st := stats(t, alice)
 	require.Equal(t, []string{"inject"}, verbs(s.drain()), "exactly one notice")
 	require.Equal(t, 1, st.Delivered)

@@ -43,18 +43,18 @@ func TestRegistryCrashMidAdmissionLosesNothing(t *testing.T) {
 	require.False(t, ids[tenth], "id %s handed out twice", tenth)
 	ids[tenth] = true
 
-	list, err := w.sys.Jobs().List(context.Background(), "alice")
+	list, err := w.sys.Jobs().List(context.Background(), registry.AsAgent(a))
 	require.NoError(t, err)
 	require.Len(t, list, 10, "no record of the crashed start")
 	for _, s := range list {
 		require.True(t, ids[s.Id], "unexpected job %s", s.Id)
 		require.Equal(t, "running", s.Status.Name(), "%s survived the registry's crash", s.Id)
 	}
-	res, snap, err := w.sys.Jobs().Kill(context.Background(), tenth, "alice", registry.KillOptions{Reason: "after the crash"})
+	res, snap, err := w.sys.Jobs().Kill(context.Background(), tenth, registry.AsAgent(a), registry.KillOptions{Reason: "after the crash"})
 	require.NoError(t, err)
 	require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
 	require.NotNil(t, snap)
-	settled, err := w.sys.Jobs().AwaitSettled(ctxT(t), tenth, "alice")
+	settled, err := w.sys.Jobs().AwaitSettled(ctxT(t), tenth, registry.AsAgent(a))
 	require.NoError(t, err)
 	require.Equal(t, "killed", settled.Status.Name())
 

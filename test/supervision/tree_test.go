@@ -58,7 +58,7 @@ func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
 	_, err = w.sys.Jobs().Start(context.Background(), killable().Spec(a))
 	require.ErrorIs(t, err, messages.ErrCapacity, "and only that one")
 
-	snap, err := w.sys.Jobs().Get(context.Background(), victim, "alice")
+	snap, err := w.sys.Jobs().Get(context.Background(), victim, registry.AsAgent(a))
 	require.NoError(t, err)
 	require.Equal(t, "failed", snap.Status.Name())
 	w.agree()
@@ -189,7 +189,7 @@ func TestSnapshotAndEventsAgree(t *testing.T) {
 		"model kill": func() {
 			id := w.start(killable(), a)
 			want[jobRef(id)] = supervision.CauseKill
-			_, _, err := w.sys.Jobs().Kill(ctx, id, "alice", registry.KillOptions{})
+			_, _, err := w.sys.Jobs().Kill(ctx, id, registry.AsAgent(a), registry.KillOptions{})
 			require.NoError(t, err)
 		},
 		"human kill": func() {

@@ -3,6 +3,7 @@ package jobtools_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -48,7 +49,7 @@ func BenchmarkRawRead(b *testing.B) {
 	id, err := sys.Jobs().Start(context.Background(), p.Spec(nil))
 	require.NoError(b, err)
 	for b.Loop() {
-		if _, _, err := sys.Jobs().Read(context.Background(), id, ""); err != nil {
+		if _, _, err := sys.Jobs().Read(context.Background(), id, registry.NoCaller); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -118,7 +119,7 @@ func BenchmarkMemoryOfGiBOutputJob(b *testing.B) {
 		id, err := sys.Jobs().Start(context.Background(), process.Shell("head -c 1073741824 /dev/zero", process.Config{}))
 		require.NoError(b, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		_, err = sys.Jobs().AwaitSettled(ctx, id, "")
+		_, err = sys.Jobs().AwaitSettled(ctx, id, registry.NoCaller)
 		cancel()
 		require.NoError(b, err)
 		close(stop)

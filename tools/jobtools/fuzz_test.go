@@ -85,7 +85,7 @@ func FuzzDecodeArgs(f *testing.F) {
 	settled := &stubborn{}
 	start(job.Spec{Kind: "bash", Label: "settled", Owner: alice, OutputLimitBytes: &l64, Run: settled.run})
 	settled.done <- job.Outcome{Status: job.Completed, Detail: "exit code: 0"}
-	troupetest.Settled(f, sys, "bash-2", "alice")
+	troupetest.Settled(f, sys, "bash-2", registry.AsAgent(alice))
 	start(job.Spec{Kind: "bash", Label: "limited", Owner: alice, OutputLimitBytes: &l40, Run: (&stubborn{}).run})
 
 	byName := map[string]tools.Tool{}
@@ -93,7 +93,15 @@ func FuzzDecodeArgs(f *testing.F) {
 		byName[tl.Name] = tl
 	}
 	names := []string{NameOutput, NameKill, NameList}
+	bob, err := sys.NewAgent(nil, "bob")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := sys.Jobs().RegisterAgent(context.Background(), bob); err != nil {
+		f.Fatal(err)
+	}
 	sessions := []string{"", "alice", "bob"}
+	callers := map[string]tools.Caller{"alice": tools.AsAgent(alice), "bob": tools.AsAgent(bob)}
 
 	for _, seed := range []struct {
 		args string
@@ -124,7 +132,7 @@ func FuzzDecodeArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, args []byte, sel uint8) {
 		name := names[int(sel)%len(names)]
 		session := sessions[int(sel)/len(names)%len(sessions)]
-		call := tools.Call{ID: "fuzz", Name: name, Args: args, Caller: tools.AsSession(session)}
+		call := tools.Call{ID: "fuzz", Name: name, Args: args, Caller: callers[session]}
 		res := m.Pipeline().Run(context.Background(), byName[name], call)
 
 		text, ok := res.SingleText()
@@ -472,7 +480,7 @@ func FuzzHostileJob(f *testing.F) {
 		call := func(name string, args any) string {
 			b, _ := json.Marshal(args)
 			res := m.Pipeline().Run(context.Background(), byName[name],
-				tools.Call{ID: fmt.Sprintf("hostile-%d", calls.Add(1)), Name: name, Args: b, Caller: tools.AsSession("fz")})
+				tools.Call{ID: fmt.Sprintf("hostile-%d", calls.Add(1)), Name: name, Args: b, Caller: tools.AsAgent(a)})
 			text, ok := res.SingleText()
 			if !ok {
 				t.Fatalf("%s: not one text block", name)
@@ -493,10 +501,10 @@ func FuzzHostileJob(f *testing.F) {
 		check("live job_output", call(NameOutput, map[string]string{"job_id": id}), maxOut)
 		if sel%2 == 0 {
 			check("job_kill", call(NameKill, map[string]string{"job_id": id, "reason": reason}), maxDetail+128)
-		} else if _, _, err := sys.Jobs().Kill(context.Background(), id, "fz", registry.KillOptions{Reason: reason, NoClaim: true}); err != nil {
+		} else if _, _, err := sys.Jobs().Kill(context.Background(), id, registry.AsAgent(a), registry.KillOptions{Reason: reason, NoClaim: true}); err != nil {
 			t.Fatal(err)
 		}
-		snap := troupetest.Settled(t, sys, id, "fz")
+		snap := troupetest.Settled(t, sys, id, registry.AsAgent(a))
 		if _, err := a.Stats(context.Background()); err != nil { // after the notice, if any
 			t.Fatal(err)
 		}

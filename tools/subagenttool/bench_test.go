@@ -3,6 +3,7 @@ package subagenttool_test
 import (
 	"context"
 	"fmt"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,7 +58,7 @@ func BenchmarkJobLifecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.Settle(job.Outcome{Status: job.Completed, Output: "ok"})
-		if _, err := e.sys.Jobs().AwaitSettled(ctx, id, "parent"); err != nil {
+		if _, err := e.sys.Jobs().AwaitSettled(ctx, id, registry.AsAgent(e.parent)); err != nil {
 			b.Fatal(err)
 		}
 	}

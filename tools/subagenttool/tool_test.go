@@ -3,6 +3,7 @@ package subagenttool_test
 import (
 	"context"
 	"errors"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -133,7 +134,7 @@ func TestCallWithoutAnAgent(t *testing.T) {
 	runner := subagent.NewScripted(subagent.Reply{Text: "never"})
 	e.register(t, subagent.NewSpawn(e.sys.Actors(), runner))
 	m := e.mount(t, subagenttool.Config{Provider: "spawn"})
-	res := m.Tool().Execute(testCtx(t), tools.Call{ID: "c", Name: "subagent", Args: []byte(`{"description":"d","prompt":"p"}`), Caller: tools.AsSession("parent")})
+	res := m.Tool().Execute(testCtx(t), tools.Call{ID: "c", Name: "subagent", Args: []byte(`{"description":"d","prompt":"p"}`), Caller: tools.Caller{}})
 	require.Equal(t, "Error: subagent tool requires a calling agent (exec.agent was undefined)", resultText(t, res, true))
 	require.Empty(t, runner.Turns())
 }
@@ -274,7 +275,7 @@ func TestBackgroundDisposeFailureFailsTheJob(t *testing.T) {
 	m := e.mount(t, subagenttool.Config{Provider: "leaky", ProviderManagedDepth: true})
 	res := e.run(testCtx(t), m.Tool(), `{"description":"d","prompt":"p","run_in_background":true}`)
 	require.Equal(t, "started background subagent job subagent-1", resultText(t, res, false))
-	snap := troupetest.Settled(t, e.sys, "subagent-1", "parent")
+	snap := troupetest.Settled(t, e.sys, "subagent-1", registry.AsAgent(e.parent))
 	require.Equal(t, "[status: failed, dispose failed: Error: stuck]", jobtools.StatusLine(snap))
 }
 
@@ -291,7 +292,7 @@ func TestBackgroundStartCancelledByKillIsKilled(t *testing.T) {
 	recv(t, entered)
 	kill := e.run(testCtx(t), e.jobs.Kill(), `{"job_id":"subagent-1"}`)
 	require.Equal(t, "requested cancellation of job subagent-1", resultText(t, kill, false))
-	snap := troupetest.Settled(t, e.sys, "subagent-1", "parent")
+	snap := troupetest.Settled(t, e.sys, "subagent-1", registry.AsAgent(e.parent))
 	require.Equal(t, "[status: killed]", jobtools.StatusLine(snap))
 }
 
@@ -340,7 +341,7 @@ func TestParallelBackgroundCallsGetDistinctJobs(t *testing.T) {
 		id := recv(t, ids)
 		require.NotEmpty(t, id)
 		seen[id] = true
-		snap := troupetest.Settled(t, e.sys, id, "parent")
+		snap := troupetest.Settled(t, e.sys, id, registry.AsAgent(e.parent))
 		require.Equal(t, "[status: completed]", jobtools.StatusLine(snap))
 	}
 	require.Len(t, seen, n)

@@ -148,18 +148,18 @@ func TestBadInput_UnknownIDs(t *testing.T) {
 	for _, id := range []string{"bash-99", "bash-0", "", "bash", "subagent-1", "bash-1 "} {
 		for _, caller := range []string{"", "alice"} {
 			want := "unknown job " + id
-			_, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
+			_, err := sys.Jobs().Get(context.Background(), id, asSession(caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, caller))
+			_, _, err = sys.Jobs().Read(context.Background(), id, asSession(caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{Reason: "x"})
+			_, _, err = sys.Jobs().Kill(context.Background(), id, asSession(caller), registry.KillOptions{Reason: "x"})
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, caller))
+			_, err = sys.Jobs().Wait(ctx(t), id, time.Second, asSession(caller))
 			requireCode(t, err, messages.ErrNotFound, want)
 			// The unknown-id check runs before the timeout check.
-			_, err = sys.Jobs().Wait(ctx(t), id, 0, troupetest.As(t, sys, caller))
+			_, err = sys.Jobs().Wait(ctx(t), id, 0, asSession(caller))
 			requireCode(t, err, messages.ErrNotFound, want)
-			_, err = sys.Jobs().AwaitSettled(ctx(t), id, troupetest.As(t, sys, caller))
+			_, err = sys.Jobs().AwaitSettled(ctx(t), id, asSession(caller))
 			requireCode(t, err, messages.ErrNotFound, want)
 		}
 	}
@@ -175,20 +175,20 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	id := start(t, sys, p.Spec(alice))
 	want := "job " + id + " belongs to another session"
 	for _, caller := range []string{"bob", "", "Alice", "alice "} {
-		_, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
+		_, err := sys.Jobs().Get(context.Background(), id, asSession(caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, caller))
+		_, _, err = sys.Jobs().Read(context.Background(), id, asSession(caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, asSession(caller), registry.KillOptions{})
 		requireCode(t, err, messages.ErrForeign, want)
-		_, _, err = sys.Jobs().Kill(context.Background(), id, troupetest.As(t, sys, caller), registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
+		_, _, err = sys.Jobs().Kill(context.Background(), id, asSession(caller), registry.KillOptions{Reason: "cancelled by the user", NoClaim: true})
 		requireCode(t, err, messages.ErrForeign, want)
-		_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, caller))
+		_, err = sys.Jobs().Wait(ctx(t), id, time.Second, asSession(caller))
 		requireCode(t, err, messages.ErrForeign, want)
 		// The access check runs before the timeout check.
-		_, err = sys.Jobs().Wait(ctx(t), id, -time.Second, troupetest.As(t, sys, caller))
+		_, err = sys.Jobs().Wait(ctx(t), id, -time.Second, asSession(caller))
 		requireCode(t, err, messages.ErrForeign, want)
-		_, err = sys.Jobs().AwaitSettled(ctx(t), id, troupetest.As(t, sys, caller))
+		_, err = sys.Jobs().AwaitSettled(ctx(t), id, asSession(caller))
 		requireCode(t, err, messages.ErrForeign, want)
 		require.Empty(t, list(t, sys, caller))
 	}
@@ -197,9 +197,9 @@ func TestBadInput_ForeignSessions(t *testing.T) {
 	// The fence holds after settlement too.
 	p.Settle(job.Outcome{Status: job.Completed, Output: "secret"})
 	troupetest.Settled(t, sys, id, registry.AsAgent(alice))
-	_, _, err := sys.Jobs().Read(context.Background(), id, troupetest.As(t, sys, "bob"))
+	_, _, err := sys.Jobs().Read(context.Background(), id, asSession("bob"))
 	requireCode(t, err, messages.ErrForeign, want)
-	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, troupetest.As(t, sys, "bob"))
+	_, err = sys.Jobs().Wait(ctx(t), id, time.Second, asSession("bob"))
 	requireCode(t, err, messages.ErrForeign, want)
 	require.False(t, get(t, sys, id, "alice").Reported, "a refused call claimed the report")
 }

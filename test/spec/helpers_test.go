@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"github.com/troupe-rt/troupe/internal/userauth"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func start(t *testing.T, sys *troupe.System, spec job.Spec) string {
 // list lists for caller and returns the ids.
 func list(t *testing.T, sys *troupe.System, caller string) []string {
 	t.Helper()
-	snaps, err := sys.Jobs().List(context.Background(), troupetest.As(t, sys, caller))
+	snaps, err := sys.Jobs().List(context.Background(), asSession(caller))
 	require.NoError(t, err)
 	ids := []string{}
 	for _, s := range snaps {
@@ -60,7 +61,7 @@ func list(t *testing.T, sys *troupe.System, caller string) []string {
 // get returns a non-consuming snapshot and requires success.
 func get(t *testing.T, sys *troupe.System, id, caller string) *messages.JobSnapshot {
 	t.Helper()
-	snap, err := sys.Jobs().Get(context.Background(), id, troupetest.As(t, sys, caller))
+	snap, err := sys.Jobs().Get(context.Background(), id, asSession(caller))
 	require.NoError(t, err)
 	return snap
 }
@@ -240,4 +241,12 @@ func agentUnder(t *testing.T, sys *troupe.System, parent *scope.Scope, session s
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
 	return a
+}
+
+// asSession is the user authority over session (what the human controller acts
+// with, SPEC §4): it sees exactly what that session sees, whichever incarnation
+// is registered, and is how these spec tests observe a session across its agents'
+// teardown. Only troupe's own code can mint it (internal/userauth).
+func asSession(session string) registry.Caller {
+	return userauth.ForSession(session).(registry.Caller)
 }

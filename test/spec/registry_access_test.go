@@ -91,11 +91,11 @@ func TestSpec020_OwnerFenceBySession(t *testing.T) {
 	unowned := start(t, sys, pu.Spec(nil))
 	foreign := "job " + owned + " belongs to another session"
 
-	_, _, err := sys.Jobs().Read(context.Background(), owned, troupetest.As(t, sys, "other"))
+	_, _, err := sys.Jobs().Read(context.Background(), owned, asSession("other"))
 	requireCode(t, err, messages.ErrForeign, foreign)
-	_, _, err = sys.Jobs().Kill(context.Background(), owned, troupetest.As(t, sys, "other"), registry.KillOptions{})
+	_, _, err = sys.Jobs().Kill(context.Background(), owned, asSession("other"), registry.KillOptions{})
 	requireCode(t, err, messages.ErrForeign, foreign)
-	_, err = sys.Jobs().Wait(ctx(t), owned, 5*time.Second, troupetest.As(t, sys, "other"))
+	_, err = sys.Jobs().Wait(ctx(t), owned, 5*time.Second, asSession("other"))
 	requireCode(t, err, messages.ErrForeign, foreign)
 	_, _, err = sys.Jobs().Read(context.Background(), owned, registry.NoCaller)
 	requireCode(t, err, messages.ErrForeign, foreign)
@@ -106,7 +106,7 @@ func TestSpec020_OwnerFenceBySession(t *testing.T) {
 	require.Empty(t, po.Cancels())
 	require.Equal(t, snapView{"running", false}, view(get(t, sys, owned, "owner")))
 
-	text, snap, err := sys.Jobs().Read(context.Background(), unowned, troupetest.As(t, sys, "other"))
+	text, snap, err := sys.Jobs().Read(context.Background(), unowned, asSession("other"))
 	require.NoError(t, err)
 	require.Equal(t, "open to all", text)
 	require.Equal(t, unowned, snap.Id)

@@ -393,7 +393,7 @@ func TestSpec140_JobKillReasonIsTheRunsCancelCause(t *testing.T) {
 			require.Equal(t, "requested cancellation of job subagent-1", okText(t, kill))
 			recv(t, runCtx.Done())
 			require.Equal(t, tc.cause, context.Cause(runCtx).Error())
-			snap := troupetest.Settled(t, e.sys, "subagent-1", troupetest.As(t, e.sys, "parent"))
+			snap := troupetest.Settled(t, e.sys, "subagent-1", asSession("parent"))
 			require.Equal(t, tc.status, jobtools.StatusLine(snap))
 		})
 	}

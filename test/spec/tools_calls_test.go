@@ -134,7 +134,7 @@ func TestSpec076_ListIsFencedAndInRegistrationOrder(t *testing.T) {
 	build.Label = "build"
 	require.Equal(t, "bash-2", start(t, e.sys, build.Spec(alice)))
 	build.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	troupetest.Settled(t, e.sys, "bash-2", troupetest.As(t, e.sys, "alice"))
+	troupetest.Settled(t, e.sys, "bash-2", asSession("alice"))
 
 	res := e.call(ctx(t), "alice", "job_list", `{}`)
 	require.Equal(t, "bash-1 [bash] running — pnpm test\nsubagent-1 [subagent] running — open research\nbash-2 [bash] completed — build", okText(t, res))

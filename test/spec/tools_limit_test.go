@@ -93,7 +93,7 @@ func TestSpec083_ReadFailureIsBoundedToTheLimit(t *testing.T) {
 	done <- job.Outcome{Status: job.Completed}
 	troupetest.Settled(t, e.sys, id, registry.NoCaller)
 	owned.Settle(job.Outcome{Status: job.Completed})
-	troupetest.Settled(t, e.sys, foreign, troupetest.As(t, e.sys, "alice"))
+	troupetest.Settled(t, e.sys, foreign, asSession("alice"))
 }
 
 func TestSpec085_KillAckBoundedByATinyLimit(t *testing.T) {

@@ -327,7 +327,7 @@ func TestSpec112_TimedOutWaitClaimsNothing(t *testing.T) {
 	require.Equal(t, "(no new output)\n[status: running]", okText(t, res))
 	p.Settle(job.Outcome{Status: job.Completed})
 
-	require.False(t, troupetest.Settled(t, e.sys, id, troupetest.As(t, e.sys, "alice")).Reported)
+	require.False(t, troupetest.Settled(t, e.sys, id, asSession("alice")).Reported)
 	st := stats(t, alice)
 	require.Equal(t, []string{"inject"}, verbs(s.drain()), "exactly one notice")
 	require.Equal(t, 1, st.Delivered)
@@ -352,7 +352,7 @@ func TestSpec113_AbortedWaitClaimsNothing(t *testing.T) {
 	require.Equal(t, "Error: wait aborted", got)
 
 	p.Settle(job.Outcome{Status: job.Completed})
-	require.False(t, troupetest.Settled(t, e.sys, id, troupetest.As(t, e.sys, "alice")).Reported)
+	require.False(t, troupetest.Settled(t, e.sys, id, asSession("alice")).Reported)
 	st := stats(t, alice)
 	require.Equal(t, []string{"inject"}, verbs(s.drain()), "exactly one notice")
 	require.Equal(t, 1, st.Delivered)

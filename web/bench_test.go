@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -81,7 +82,7 @@ func benchFollow(b *testing.B, viewers int) {
 		id, err := e.sys.Jobs().Start(bg, p.Spec(nil))
 		require.NoError(b, err)
 		p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-		troupetest.Settled(b, e.sys, id, "")
+		troupetest.Settled(b, e.sys, id, registry.NoCaller)
 	}
 	var live []*troupetest.Producer
 	defer func() {
@@ -137,7 +138,7 @@ func benchFollow(b *testing.B, viewers int) {
 			id, err := e.sys.Jobs().Start(bg, p.Spec(nil))
 			require.NoError(b, err)
 			p.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-			troupetest.Settled(b, e.sys, id, "")
+			troupetest.Settled(b, e.sys, id, registry.NoCaller)
 			changes++
 		}
 	}

@@ -358,10 +358,9 @@ func (c *conn) boundsOf(id string) *bounds {
 	if b, ok := c.bounds[id]; ok {
 		return b
 	}
-	rec, _, err := c.h.sys.Jobs().Record(c.ctx, id, c.session)
+	e, t, has, err := c.h.ctrl.RecordBounds(c.ctx, c.session, id)
 	var b *bounds
-	if err == nil && rec != nil {
-		e, t := rec.Bounds()
+	if has {
 		b = &bounds{Earliest: e, Total: t}
 	}
 	if err == nil {

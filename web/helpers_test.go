@@ -376,16 +376,16 @@ func decode(t *testing.T, data string) map[string]any {
 
 var toolCalls atomic.Uint64
 
-// callTool runs the model tool name as session through the mount's pipeline and
+// callTool runs the model tool name as agent a through the mount's pipeline and
 // returns its text.
-func callTool(ctx context.Context, e *env, session, name, args string) string {
+func callTool(ctx context.Context, e *env, a *owner.Agent, name, args string) string {
 	var tool tools.Tool
 	for _, tl := range e.mount.All() {
 		if tl.Name == name {
 			tool = tl
 		}
 	}
-	call := tools.Call{ID: fmt.Sprintf("call-%d", toolCalls.Add(1)), Name: name, Args: json.RawMessage(args), Caller: tools.AsSession(session)}
+	call := tools.Call{ID: fmt.Sprintf("call-%d", toolCalls.Add(1)), Name: name, Args: json.RawMessage(args), Caller: tools.AsAgent(a)}
 	res := e.mount.Pipeline().Run(ctx, tool, call)
 	s, _ := res.SingleText()
 	return s

@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/troupetest"
 )
@@ -146,7 +147,7 @@ func TestWebU25_KillIsRequestedAndTheModelIsToldWhy(t *testing.T) {
 	require.Equal(t, controller.ReasonUser, p.NextCancel(t))
 	require.Equal(t, []string{"cancelled by the user"}, p.Cancels())
 	p.Settle(job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"})
-	snap := troupetest.Settled(t, e.sys, id, "s1")
+	snap := troupetest.Settled(t, e.sys, id, registry.AsAgent(e.a))
 	require.Equal(t, "signal: SIGTERM; cancelled by the user", snap.GetDetail())
 	require.False(t, snap.Reported)
 	require.Equal(t, "background job bash-1 (bash: sleep 60) finished [status: killed, signal: SIGTERM; cancelled by the user]. Read its output with job_output.",
@@ -160,7 +161,7 @@ func TestWebU26_KillOutcomesForFinishedUnknownForeignAndUnownedJobs(t *testing.T
 	id1, err := e.sys.Jobs().Start(bg, done.Spec(e.a))
 	require.NoError(t, err)
 	done.Settle(job.Outcome{Status: job.Completed, Detail: "exit code: 0"})
-	troupetest.Settled(t, e.sys, id1, "s1")
+	troupetest.Settled(t, e.sys, id1, registry.AsAgent(e.a))
 	foreign := e.prod(t)
 	id2, err := e.sys.Jobs().Start(bg, foreign.Spec(a2))
 	require.NoError(t, err)
@@ -333,7 +334,7 @@ func TestWebU29_FollowingNeverConsumesTheModelsOutput(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	out := callTool(ctx, e, "s1", "job_output", `{"job_id":"bash-1"}`)
+	out := callTool(ctx, e, e.a, "job_output", `{"job_id":"bash-1"}`)
 	require.Contains(t, out, "a\nb\n")
 	require.Contains(t, out, "completed")
 }
@@ -406,7 +407,7 @@ func TestWebU33_AReconnectResumesFromLastEventID(t *testing.T) {
 
 func mustGet(t *testing.T, e *env, id string) *messages.JobSnapshot {
 	t.Helper()
-	s, err := e.sys.Jobs().Get(bg, id, "s1")
+	s, err := e.sys.Jobs().Get(bg, id, registry.AsAgent(e.a))
 	require.NoError(t, err)
 	return s
 }

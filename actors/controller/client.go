@@ -18,6 +18,7 @@ import (
 // protobuf messages to PID(); local ones can use the methods.
 type Controller struct {
 	root    *actor.RootContext
+	jobs    *registry.Client
 	pid     *actor.PID
 	effect  *scope.Effect
 	streams atomic.Uint64
@@ -53,7 +54,7 @@ func Spawn(jobs *registry.Client, global *scope.Scope, inspector *actor.PID, cfg
 		_ = root.StopFuture(pid).Wait()
 		return nil, err
 	}
-	return &Controller{root: root, pid: pid, effect: stop}, nil
+	return &Controller{root: root, jobs: jobs, pid: pid, effect: stop}, nil
 }
 
 // PID is the job-controller actor's address.
@@ -76,6 +77,19 @@ func (c *Controller) Kill(ctx context.Context, session, id string) (messages.Kil
 		return 0, messages.FromProto(r.Error)
 	}
 	return r.Outcome, nil
+}
+
+// RecordBounds returns the offset of the oldest retained byte and the total
+// appended of a job's output record, as session's user sees it (the fence of
+// job.follow: session "" sees unowned jobs only); has is false for a job that
+// declared no record. It asks the registry directly, with the user authority.
+func (c *Controller) RecordBounds(ctx context.Context, session, id string) (earliest, total int64, has bool, err error) {
+	rec, _, err := c.jobs.Record(ctx, id, forUser(session))
+	if err != nil || rec == nil {
+		return 0, 0, false, err
+	}
+	earliest, total = rec.Bounds()
+	return earliest, total, true, nil
 }
 
 func (c *Controller) request(ctx context.Context, msg proto.Message) (any, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/producers/process"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -106,7 +107,7 @@ func (w *webScript) play(ctx context.Context) {
 func (w *webScript) act(ctx context.Context) {
 	w.step++
 	live := 0
-	if jobs, err := w.s.sys.Jobs().List(ctx, w.s.lead.Session()); err == nil {
+	if jobs, err := w.s.sys.Jobs().List(ctx, registry.AsAgent(w.s.lead)); err == nil {
 		for _, j := range jobs {
 			if !j.Status.Terminal() {
 				live++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/tools"
@@ -145,7 +146,7 @@ func scenarioWorkflow(st *stage) error {
 	if err != nil {
 		return err
 	}
-	id, err := w.jobOf(sys.Jobs(), lead.Session())
+	id, err := w.jobOf(sys.Jobs(), lead)
 	if err != nil {
 		return err
 	}
@@ -294,8 +295,8 @@ func (w *workflowWatch) outcomes(run string) string {
 
 // jobOf finds the foreground run's job: the caller's one running workflow job
 // (its id is in no tool result until the run ends).
-func (w *workflowWatch) jobOf(jobs *registry.Client, session string) (string, error) {
-	snaps, err := jobs.List(context.Background(), session)
+func (w *workflowWatch) jobOf(jobs *registry.Client, lead *owner.Agent) (string, error) {
+	snaps, err := jobs.List(context.Background(), registry.AsAgent(lead))
 	if err != nil {
 		return "", err
 	}
@@ -304,7 +305,7 @@ func (w *workflowWatch) jobOf(jobs *registry.Client, session string) (string, er
 			return s.GetId(), nil
 		}
 	}
-	return "", fmt.Errorf("no running workflow job for %s", session)
+	return "", fmt.Errorf("no running workflow job for %s", lead.Session())
 }
 
 func timeAfterWait() <-chan time.Time { return time.After(waitBudget) }

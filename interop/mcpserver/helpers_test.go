@@ -20,6 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/internal/userauth"
 	"github.com/troupe-rt/troupe/interop/mcpserver"
 )
 
@@ -238,4 +240,12 @@ func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// asSession is the user authority over session (what the human controller acts
+// with, SPEC §4): it sees what that session sees, whichever incarnation the MCP
+// session registered (the tests hold none), and across the session's end. Only
+// troupe's own code can mint it (internal/userauth).
+func asSession(session string) registry.Caller {
+	return userauth.ForSession(session).(registry.Caller)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/interop/mcpserver"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 )
@@ -104,7 +105,7 @@ func TestInteropP03_BadArguments(t *testing.T) {
 	code, msg := rpcCode(t, err)
 	require.EqualValues(t, -32602, code)
 	require.Equal(t, `unknown tool "nope"`, msg)
-	list, err := f.sys.Jobs().List(context.Background(), "")
+	list, err := f.sys.Jobs().List(context.Background(), registry.NoCaller)
 	require.NoError(t, err)
 	require.Empty(t, list, "no job was started by a refused call")
 }
@@ -180,7 +181,7 @@ func TestInteropP06_NoticeSuppression(t *testing.T) {
 	c.call(t, "job_start", map[string]any{"command": "sleep 600"})
 	text, _ := c.call(t, "job_kill", map[string]any{"job_id": "bash-1"})
 	require.Contains(t, text, "bash-1")
-	_, err = f.sys.Jobs().AwaitSettled(context.Background(), "bash-1", "mcp-p06")
+	_, err = f.sys.Jobs().AwaitSettled(context.Background(), "bash-1", asSession("mcp-p06"))
 	require.NoError(t, err)
 
 	c.call(t, "job_start", map[string]any{"command": "sleep 0.3"})
@@ -252,7 +253,7 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			t.Fatal("ServeStdio did not return after EOF")
 		}
 		require.False(t, alive(pid), "ServeStdio returned before the job's process was gone")
-		list, err := f.sys.Jobs().List(context.Background(), "mcp-p09")
+		list, err := f.sys.Jobs().List(context.Background(), asSession("mcp-p09"))
 		require.NoError(t, err)
 		require.Empty(t, list)
 		require.Nil(t, f.sys.Jobs().RegisteredAgent(context.Background(), "mcp-p09"))
@@ -284,7 +285,7 @@ func TestInteropP09_SessionEndLeavesNothing(t *testing.T) {
 			require.Eventually(t, func() bool { return !alive(pid) }, 20*time.Second, 10*time.Millisecond)
 			require.Eventually(t, func() bool { return len(f.srv.Sessions()) == 0 }, 20*time.Second, 10*time.Millisecond)
 			require.Nil(t, f.sys.Jobs().RegisteredAgent(context.Background(), session))
-			list, err := f.sys.Jobs().List(context.Background(), session)
+			list, err := f.sys.Jobs().List(context.Background(), asSession(session))
 			require.NoError(t, err)
 			require.Empty(t, list)
 			require.Empty(t, drainNotices(c.updates), "no notice was sent")
@@ -383,7 +384,7 @@ func TestInteropP12_ResourceReads(t *testing.T) {
 	gate := filepath.Join(dir, "go")
 	cmd := "echo x; while [ ! -e " + gate + " ]; do sleep 0.02; done"
 	c.call(t, "job_start", map[string]any{"command": cmd})
-	rec, _, err := f.sys.Jobs().Record(context.Background(), "bash-1", "mcp-p12")
+	rec, _, err := f.sys.Jobs().Record(context.Background(), "bash-1", asSession("mcp-p12"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, total := rec.Bounds(); return total >= 2 }, 20*time.Second, 5*time.Millisecond)
 
@@ -412,7 +413,7 @@ func TestInteropP12_ResourceReads(t *testing.T) {
 	require.Equal(t, "x\n[status: running]", text)
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	snap, err := f.sys.Jobs().AwaitSettled(context.Background(), "bash-1", "mcp-p12")
+	snap, err := f.sys.Jobs().AwaitSettled(context.Background(), "bash-1", asSession("mcp-p12"))
 	require.NoError(t, err)
 	require.Equal(t, job.Completed, snap.Status)
 	res, err = c.read(t, "troupe://jobs/bash-1")

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/tools"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 )
@@ -395,10 +396,11 @@ func (sess *session) visible(ctx context.Context, uri string) (jobtools.PublicJo
 	if !ok || id == "" || strings.Contains(id, "/") {
 		return jobtools.PublicJob{}, false
 	}
-	if _, err := sess.incarnate(); err != nil {
+	a, err := sess.incarnate()
+	if err != nil {
 		return jobtools.PublicJob{}, false
 	}
-	snap, err := sess.srv.sys.Jobs().Get(ctx, id, sess.id)
+	snap, err := sess.srv.sys.Jobs().Get(ctx, id, registry.AsAgent(a))
 	if err != nil {
 		return jobtools.PublicJob{}, false
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/subagent/acp"
@@ -152,7 +153,7 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	w := rec.Wait(t, acp.EventUpdate)
 	kill := call(jobTool(jobtools.NameKill), `{"job_id":"subagent-1","reason":"superseded"}`)
 	require.False(t, kill.IsError, "%#v", kill.Content)
-	snap := troupetest.Settled(t, sys, "subagent-1", "parent")
+	snap := troupetest.Settled(t, sys, "subagent-1", registry.AsAgent(parent))
 	// The tree was gone before the job settled: Dispose (which waits for it) runs
 	// before the job's Done.
 	requireGone(t, rec)

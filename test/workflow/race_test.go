@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/tools"
@@ -168,7 +169,7 @@ func (w *raceWorld) schedule(t *testing.T, seed uint64, index int64) string {
 
 	// the job id: registered before the first child starts
 	st.Await(t, "the first child start", func() bool { return len(st.Runs()) > 0 })
-	snaps, err := w.sys.Jobs().List(context.Background(), agent.Session())
+	snaps, err := w.sys.Jobs().List(context.Background(), registry.AsAgent(agent))
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
 	jobID := snaps[0].GetId()
@@ -299,7 +300,7 @@ loop:
 	if !(agentStarts <= len(runs) && len(runs) <= ri.AgentsStarted && ri.AgentsStarted <= raceChildren) {
 		return fail("agent-starts %d, stub starts %d, agentsStarted %d", agentStarts, len(runs), ri.AgentsStarted)
 	}
-	snap, err := w.sys.Jobs().AwaitSettled(testCtx(t), jobID, agent.Session())
+	snap, err := w.sys.Jobs().AwaitSettled(testCtx(t), jobID, registry.AsAgent(agent))
 	if err != nil {
 		return fail("job: %v", err)
 	}

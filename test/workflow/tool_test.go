@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/tools"
@@ -161,7 +162,7 @@ func TestWorkflowW54_BadCallsStartNothing(t *testing.T) {
 
 	require.Empty(t, e.events.All(), "no workflow/start")
 	require.Empty(t, e.stub.Runs(), "no stub start")
-	jobs, err := e.sys.Jobs().List(context.Background(), "B")
+	jobs, err := e.sys.Jobs().List(context.Background(), registry.AsAgent(b))
 	require.NoError(t, err)
 	require.Empty(t, jobs, "no job registered")
 }
@@ -185,7 +186,7 @@ func TestWorkflowW55_ToolCtxCancelCancelsAndDisposesTheRun(t *testing.T) {
 
 func (e *env) recordText(id string) string {
 	e.t.Helper()
-	rec, _, err := e.sys.Jobs().Record(context.Background(), id, e.parent.Session())
+	rec, _, err := e.sys.Jobs().Record(context.Background(), id, registry.AsAgent(e.parent))
 	require.NoError(e.t, err)
 	require.NotNil(e.t, rec)
 	chunks, _, _, err := rec.Read(0)
@@ -205,13 +206,13 @@ func TestWorkflowW56_RunIsAJobOfKindWorkflow(t *testing.T) {
 	r := e.stub.AwaitStarts(t, 1)[0]
 	list := e.call(testCtx(t), e.jobs.List(), `{}`)
 	require.Equal(t, "workflow-1 [workflow] running — audit", resultText(t, list, false))
-	snap, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
+	snap, err := e.sys.Jobs().Get(context.Background(), "workflow-1", registry.AsAgent(e.parent))
 	require.NoError(t, err)
 	require.Equal(t, "A", snap.GetOwnerSession())
 	e.stub.Finish(t, r, text("ok"), nil)
 	res := recv(t, out)
 	require.Equal(t, "workflow \"audit\" completed (1 agent).\nReturn value:\n\"ok\"", resultText(t, res, false))
-	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", "A")
+	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", registry.AsAgent(e.parent))
 	require.NoError(t, err)
 	require.Equal(t, job.Completed, snap.GetStatus())
 	require.Empty(t, snap.GetDetail())
@@ -236,7 +237,7 @@ func TestWorkflowW57_HumanKillAndJobKillReachTheRun(t *testing.T) {
 	res := recv(t, out)
 	require.Equal(t, "Error: workflow run was cancelled (workflow run cancelled: cancelled by the user)", resultText(t, res, true))
 	require.Equal(t, "cancelled by the user", context.Cause(r.Ctx).Error())
-	snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", "A")
+	snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-1", registry.AsAgent(e.parent))
 	require.NoError(t, err)
 	require.Equal(t, job.Killed, snap.GetStatus())
 	require.Equal(t, "cancelled by the user", snap.GetDetail())
@@ -250,7 +251,7 @@ func TestWorkflowW57_HumanKillAndJobKillReachTheRun(t *testing.T) {
 	res = recv(t, out)
 	require.True(t, strings.HasSuffix(resultText(t, res, true), "(workflow run cancelled: superseded)"), res.Content)
 	require.Equal(t, "superseded", context.Cause(r.Ctx).Error())
-	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-2", "A")
+	snap, err = e.sys.Jobs().AwaitSettled(testCtx(t), "workflow-2", registry.AsAgent(e.parent))
 	require.NoError(t, err)
 	require.Equal(t, job.Killed, snap.GetStatus())
 	require.Equal(t, "superseded", snap.GetDetail())
@@ -349,7 +350,7 @@ func TestForegroundJobRunThatEndsAtOnceSendsNoNotice(t *testing.T) {
 		res := e.call(testCtx(t), tool, toolArgs("return 1", auditMeta))
 		require.Equal(t, "workflow \"audit\" completed (0 agents).\nReturn value:\n1", resultText(t, res, false))
 		id := "workflow-" + strconv.Itoa(i+1)
-		snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), id, "A")
+		snap, err := e.sys.Jobs().AwaitSettled(testCtx(t), id, registry.AsAgent(e.parent))
 		require.NoError(t, err)
 		require.True(t, snap.GetReported(), "%s: the foreground wait claimed the report", id)
 	}
@@ -370,6 +371,6 @@ func TestWorkflowJobOwnerTeardownCancelsTheRun(t *testing.T) {
 	require.Equal(t, "owner disposed", context.Cause(r.Ctx).Error())
 	require.Equal(t, 1, e.stub.Disposes(r))
 	// the owner's jobs go with it (its records are deleted at teardown)
-	_, err := e.sys.Jobs().Get(context.Background(), "workflow-1", "A")
+	_, err := e.sys.Jobs().Get(context.Background(), "workflow-1", registry.AsAgent(e.parent))
 	require.Error(t, err)
 }

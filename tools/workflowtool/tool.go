@@ -179,7 +179,7 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 	}
 	jobs := m.deps.Jobs
 	stop := context.AfterFunc(ctx, func() {
-		_, _, _ = jobs.Kill(context.Background(), id, rs.session, registry.KillOptions{Reason: ReasonParentAborted})
+		_, _, _ = jobs.Kill(context.Background(), id, registry.AsAgent(rs.owner), registry.KillOptions{Reason: ReasonParentAborted})
 	})
 	defer stop()
 	// A Wait that fails (a disposed registry) or returns early leaves the run to
@@ -187,7 +187,7 @@ func (m *Mount) foregroundJob(ctx context.Context, rs *runState, p *workflow.Pre
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
-		_, _ = jobs.Wait(context.WithoutCancel(ctx), id, maxWait, rs.session)
+		_, _ = jobs.Wait(context.WithoutCancel(ctx), id, maxWait, registry.AsAgent(rs.owner))
 	}()
 	// The outcome is held until the wait is pending, so the wait is there at
 	// settlement on every path and claims the report: a run that ends before the

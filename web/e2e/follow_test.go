@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/web"
 )
 
@@ -189,7 +190,7 @@ func TestWebSecurityCrossOriginPagesGetNothing(t *testing.T) {
 	out := tb.text("#out")
 	require.NotContains(t, out, "es:rows", "another origin cannot read the stream")
 	require.NotContains(t, out, "cors:200")
-	snap, err := e.sys.Jobs().Get(bg, id, "s1")
+	snap, err := e.sys.Jobs().Get(bg, id, registry.AsAgent(e.a))
 	require.NoError(t, err)
 	require.Equal(t, job.Running, snap.Status)
 	require.Empty(t, p.Cancels(), "no cross-origin kill reached the producer")

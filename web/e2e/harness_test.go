@@ -32,6 +32,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/controller"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/tools/jobtools"
 	"github.com/troupe-rt/troupe/troupetest"
 	"github.com/troupe-rt/troupe/web"
@@ -226,7 +227,7 @@ type env struct {
 	in    *inbox
 	now   atomic.Int64
 	prods []*troupetest.Producer
-	owner map[string]string // job id → owning session ("" unowned)
+	owner map[string]*owner.Agent // job id → owning agent (absent: unowned)
 }
 
 type opts struct {
@@ -238,7 +239,7 @@ type opts struct {
 func newEnv(t *testing.T, o opts) *env {
 	t.Helper()
 	needBrowser(t)
-	e := &env{mw: &mw{}, owner: map[string]string{}}
+	e := &env{mw: &mw{}, owner: map[string]*owner.Agent{}}
 	e.mw.seen.cuts = map[int]context.CancelFunc{}
 	e.now.Store(T)
 	sys, _ := troupetest.NewSystem(t, func(c *troupe.Config) {
@@ -299,7 +300,7 @@ func (e *env) start(t *testing.T, a *owner.Agent, kind, label string, rec *job.R
 	id, err := e.sys.Jobs().Start(bg, p.Spec(a))
 	require.NoError(t, err)
 	if a != nil {
-		e.owner[id] = a.Session()
+		e.owner[id] = a
 	}
 	return p, id
 }
@@ -309,7 +310,7 @@ func (e *env) settle(t *testing.T, p *troupetest.Producer, id string, o job.Outc
 	t.Helper()
 	e.now.Store(at)
 	p.Settle(o)
-	troupetest.Settled(t, e.sys, id, e.owner[id])
+	troupetest.Settled(t, e.sys, id, registry.AsAgent(e.owner[id]))
 }
 
 // tab is one browser tab on the page.

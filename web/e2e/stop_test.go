@@ -32,7 +32,7 @@ func TestWebU09_RowsAppearLiveWithoutReload(t *testing.T) {
 	require.Equal(t, "1 background job running", tb.text("[data-count]"))
 	tb.shot("u09-running-shell-job")
 
-	_, _, err = e.sys.Jobs().Kill(bg, id, "s1", registry.KillOptions{Reason: "e2e"})
+	_, _, err = e.sys.Jobs().Kill(bg, id, registry.AsAgent(e.a), registry.KillOptions{Reason: "e2e"})
 	require.NoError(t, err)
 	tb.until(`document.querySelector(` + js(row(id)+` [data-cell=status]`) + `).textContent === 'signal: SIGTERM; e2e'`)
 	require.Equal(t, "1 background job", tb.text("[data-count]"))
@@ -44,7 +44,7 @@ func TestWebU12_TheFirstPressArms(t *testing.T) {
 	_, run := e.start(t, e.a, "bash", "pnpm run build", nil, T)
 	pb, b := e.start(t, e.a, "bash", "b", nil, T+1)
 	pd, done := e.start(t, e.a, "bash", "done", nil, T+2)
-	_, _, err := e.sys.Jobs().Kill(bg, b, "s1", registry.KillOptions{})
+	_, _, err := e.sys.Jobs().Kill(bg, b, registry.AsAgent(e.a), registry.KillOptions{})
 	require.NoError(t, err)
 	e.settle(t, pd, done, job.Outcome{Status: job.Completed, Detail: "exit code: 0"}, T+3)
 	_ = pb
@@ -143,7 +143,7 @@ func TestWebU17_AFailedKillShowsItsHintFor4000ms(t *testing.T) {
 		tb.advance(1)
 		require.Equal(t, "idle", tb.attr(stop, "data-kill-state"))
 		require.Equal(t, "Stop task pnpm run build", tb.attr(stop, "aria-label"))
-		snap, err := e.sys.Jobs().Get(bg, id, "s1")
+		snap, err := e.sys.Jobs().Get(bg, id, registry.AsAgent(e.a))
 		require.NoError(t, err)
 		require.Equal(t, job.Running, snap.Status)
 	}
@@ -228,7 +228,7 @@ func TestWebFocusMovesWhenTheStopButtonGoes(t *testing.T) {
 	tb.live(one, two)
 	stop1 := row(one) + ` button[data-kill-state]`
 	eval[any](tb, `document.querySelector(`+js(stop1)+`).focus(), 0`)
-	_, _, err := e.sys.Jobs().Kill(bg, one, "s1", registry.KillOptions{Reason: "model"})
+	_, _, err := e.sys.Jobs().Kill(bg, one, registry.AsAgent(e.a), registry.KillOptions{Reason: "model"})
 	require.NoError(t, err)
 	tb.until(`document.querySelector(` + js(row(one)) + `).getAttribute('data-status') === 'stopping'`)
 	require.True(t, eval[bool](tb, `document.activeElement === document.querySelector(`+js(row(one)+" button.toggle")+`)`),

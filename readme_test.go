@@ -232,22 +232,27 @@ func TestDisposeDeletesTheIncarnationsRecords(t *testing.T) {
 	troupetest.Barrier(t, sys)
 	require.Equal(t, []string{"alice", "alice", "alice"}, drain(), "stopping, settled, then one change for the removal")
 
+	// The disposed incarnation is no authority any more (job/unauthenticated), so
+	// the records are asked for as no caller: an owned record still there would
+	// answer job/foreign, a deleted one is unknown.
+	_, err = sys.Jobs().Get(ctx, done, registry.AsAgent(alice))
+	require.Equal(t, messages.CodeUnauthenticated, messages.CodeOf(err), "%v", err)
+	gone := registry.NoCaller
 	for _, id := range []string{done, running} {
-		_, err = sys.Jobs().Get(ctx, id, registry.AsAgent(alice))
+		_, err = sys.Jobs().Get(ctx, id, gone)
 		require.ErrorIs(t, err, messages.ErrNotFound)
 		require.EqualError(t, err, "unknown job "+id)
-		_, _, err = sys.Jobs().Read(ctx, id, registry.AsAgent(alice))
+		_, _, err = sys.Jobs().Read(ctx, id, gone)
 		require.ErrorIs(t, err, messages.ErrNotFound)
-		_, err = sys.Jobs().Wait(ctx, id, time.Second, registry.AsAgent(alice))
+		_, err = sys.Jobs().Wait(ctx, id, time.Second, gone)
 		require.ErrorIs(t, err, messages.ErrNotFound)
 	}
-	listed, err := sys.Jobs().List(ctx, registry.AsAgent(alice))
-	require.NoError(t, err)
-	require.Equal(t, []string{free}, ids(listed), "only the unowned job is left")
-
 	_, err = sys.Jobs().Start(ctx, troupetest.NewProducer().Spec(alice))
 	require.ErrorIs(t, err, messages.ErrOwnerNotLive, "a disposed incarnation starts no more jobs")
 	again := troupetest.Agent(t, sys, "alice")
+	listed, err := sys.Jobs().List(ctx, registry.AsAgent(again))
+	require.NoError(t, err)
+	require.Equal(t, []string{free}, ids(listed), "only the unowned job is left in alice's view")
 	last := troupetest.NewProducer()
 	last.OnCancel = &job.Outcome{Status: job.Killed} // so that Shutdown's teardown ends
 	next, err := sys.Jobs().Start(ctx, last.Spec(again))

@@ -108,7 +108,10 @@ type settleTimedOut struct{}
 // ForceFail settles a live job failed with Detail now, whatever its producer does
 // (a Cancel still running, a Done that never sends): the job's slot is freed and a
 // later outcome is ignored (first wins). Work may be orphaned; Warn is logged.
-type ForceFail struct{ Detail, Warn, Reason string }
+type ForceFail struct {
+	Route
+	Detail, Warn, Reason string
+}
 
 // Texts of a forced settlement (model-visible details, and the logged warnings).
 const (
@@ -119,6 +122,10 @@ const (
 func (a *jobActor) Receive(c actor.Context) {
 	if after := plantedReceive(a); after != nil {
 		defer after()
+	}
+	if m, ok := c.Message().(Routable); ok && !a.cfg.Shared.Stamped(m) {
+		a.refuse(m)
+		return
 	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
@@ -170,6 +177,10 @@ func (a *jobActor) Receive(c actor.Context) {
 		m.Reply <- len(a.core.Waiters())
 	case *actor.Stopped:
 		plantedStopped(a)
+	default:
+		if refuseWire(c, m) {
+			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s refused a wire %T sent straight to its actor (from %v): the registry serves job requests", a.cfg.ID, m, c.Sender()))
+		}
 	case *actor.Stopping:
 		if !a.handedOff {
 			// Stopped before its producer settled (a panic in this actor, or a stop from
@@ -178,6 +189,14 @@ func (a *jobActor) Receive(c actor.Context) {
 			a.settle(c, Outcome{Status: Failed, Detail: "Error: job actor stopped before the job settled"}, false)
 			a.releaseCancel(c)
 		}
+	}
+}
+
+// refuse answers (or drops, logged) a request that its registry did not route:
+// nothing of the job is read or changed.
+func (a *jobActor) refuse(m Routable) {
+	if !Refuse(m) {
+		a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s dropped a %T its registry did not route", a.cfg.ID, m))
 	}
 }
 

@@ -10,11 +10,13 @@ import (
 
 // The requests below are local Go values: the job registry routes them to the live
 // job actor, or answers them itself once the job has settled. Each carries a reply
-// channel with room for one value; whoever answers sends exactly one reply.
+// channel with room for one value; whoever answers sends exactly one reply. A job
+// actor serves one only with its registry's stamp (Route, route.go).
 // (Their wire forms are messages.ReadRequest and friends.)
 
 // Read asks for the output since the last read (stream kinds) and a snapshot.
 type Read struct {
+	Route
 	ID, Caller string
 	Ctx        context.Context // the caller's; once done, no read happens (nil: never done)
 	Reply      chan<- ReadResult
@@ -29,6 +31,7 @@ type ReadResult struct {
 
 // Kill asks the producer to stop. NoClaim leaves the completion report unclaimed.
 type Kill struct {
+	Route
 	ID, Caller string
 	Reason     string
 	NoClaim    bool
@@ -46,6 +49,7 @@ type KillResult struct {
 // Wait waits for settlement. Ctx carries the wait's own deadline (cause
 // ErrWaitTimeout) and the caller's cancellation; Token names the wait for WaitEnd.
 type Wait struct {
+	Route
 	ID, Caller string
 	Timeout    time.Duration
 	Token      uint64
@@ -62,12 +66,16 @@ type WaitResult struct {
 // WaitEnd tells the job that the wait's context ended; a still-pending wait is
 // un-counted and answered as its timeout or abort.
 type WaitEnd struct {
+	Route
 	ID    string
 	Token uint64
 }
 
 // Teardown is the registry's cancel-for-teardown (SPEC §2.11): claim, then cancel.
-type Teardown struct{ Reason string }
+type Teardown struct {
+	Route
+	Reason string
+}
 
 // Messages a job actor sends to the registry.
 
@@ -115,6 +123,7 @@ func WaitAbortedBy(ctx context.Context) error {
 
 // CountWaiters asks how many waits are pending (test inspection, SPEC §1.3 rule 11).
 type CountWaiters struct {
+	Route
 	ID    string
 	Reply chan<- int
 }

@@ -240,16 +240,8 @@ func (r *registryActor) Receive(c actor.Context) {
 		m.reply <- recordRes{rec: rec.out, snap: rec.snapshot()}
 	case *asCaller:
 		r.serveAs(c, m)
-	case *job.WaitEnd:
-		if rec := r.idx.get(m.ID); rec != nil && rec.live() {
-			c.Send(rec.pid, m)
-		}
-	case *job.CountWaiters:
-		if rec := r.idx.get(m.ID); rec != nil && rec.live() {
-			c.Send(rec.pid, m)
-			return
-		}
-		m.Reply <- 0
+	case job.Routable:
+		r.forwarded(c, m)
 	case *job.StopRequested:
 		r.stopRequested(m)
 	case *job.Settled:

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"fmt"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/job"
@@ -85,15 +87,25 @@ func (r *registryActor) listAs(c Caller) ([]*record, error) {
 }
 
 // asCaller carries a Client's Read, Kill or Wait with its Caller: the registry
-// resolves the caller and fills in the message's session before routing it. The
-// registry serves job.Read/Kill/Wait only inside one, so a bare job message naming
-// a session, sent to the registry's PID by any code, is never served.
+// resolves the caller and fills in the message's session before routing it. It
+// also carries the Client's WaitEnd and CountWaiters, which name no session (a
+// wait's end names its token; the count is an inspection). Only this package can
+// build one, so a bare job message naming a session, sent to the registry's PID
+// by any other code, is never served as a request (forwarded refuses it).
 type asCaller struct {
 	caller Caller
-	msg    any // *job.Read, *job.Kill or *job.Wait
+	msg    job.Routable // *job.Read, *job.Kill, *job.Wait, *job.WaitEnd or *job.CountWaiters
 }
 
 func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
+	switch jm := m.msg.(type) {
+	case *job.WaitEnd:
+		r.waitEnd(c, jm)
+		return
+	case *job.CountWaiters:
+		r.countWaiters(c, jm)
+		return
+	}
 	s, err := r.resolve(m.caller)
 	switch jm := m.msg.(type) {
 	case *job.Read:
@@ -118,4 +130,47 @@ func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
 		jm.Caller = s
 		r.wait(c, jm)
 	}
+}
+
+// forwarded serves a job request that reached the registry bare: one of its own
+// job actors, having handed its job off, forwards what it still receives, stamped
+// by this registry when it was routed (job.Route) and fenced then. Any other bare
+// request — sent to the registry's PID by code that is not this package, with a
+// Caller it asserts — is refused with job/unauthenticated (job.ErrNotRouted), or
+// dropped and logged when it has no reply channel.
+func (r *registryActor) forwarded(c actor.Context, m job.Routable) {
+	if !r.shared.Stamped(m) {
+		if !job.Refuse(m) {
+			r.cfg.Logger.Warn(fmt.Sprintf("jobs: the registry dropped a %T it did not route", m))
+		}
+		return
+	}
+	switch m := m.(type) {
+	case *job.Read:
+		r.read(c, m)
+	case *job.Kill:
+		r.kill(c, m)
+	case *job.Wait:
+		r.wait(c, m)
+	case *job.WaitEnd:
+		r.waitEnd(c, m)
+	case *job.CountWaiters:
+		r.countWaiters(c, m)
+	}
+}
+
+// waitEnd routes a wait's end to its live job (a settled job has no pending wait).
+func (r *registryActor) waitEnd(c actor.Context, m *job.WaitEnd) {
+	if rec := r.idx.get(m.ID); rec != nil && rec.live() {
+		c.Send(rec.pid, r.shared.Stamp(m))
+	}
+}
+
+// countWaiters routes the count to the live job; a settled job has none.
+func (r *registryActor) countWaiters(c actor.Context, m *job.CountWaiters) {
+	if rec := r.idx.get(m.ID); rec != nil && rec.live() {
+		c.Send(rec.pid, r.shared.Stamp(m))
+		return
+	}
+	m.Reply <- 0
 }

@@ -231,7 +231,7 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 	case <-c.stopped:
 		return nil, stoppedErr()
 	case <-wctx.Done():
-		c.root.Send(c.pid, &job.WaitEnd{ID: id, Token: token})
+		c.root.Send(c.pid, &asCaller{msg: &job.WaitEnd{ID: id, Token: token}})
 	}
 	// The job actor answers a WaitEnd in its next message (it never waits on a
 	// producer hook), so this wait is short; ctx has ended, so it is not bounded by it.
@@ -248,7 +248,7 @@ func (c *Client) Waiters(ctx context.Context, id string) (int, error) {
 		return 0, job.Aborted(ctx)
 	}
 	reply := make(chan int, 1)
-	c.root.Send(c.pid, &job.CountWaiters{ID: id, Reply: reply})
+	c.root.Send(c.pid, &asCaller{msg: &job.CountWaiters{ID: id, Reply: reply}})
 	return await(ctx, c, reply)
 }
 

@@ -102,7 +102,7 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			case <-stopped:
 				return nil
 			case <-wctx.Done():
-				r.client.root.Send(self, &job.WaitEnd{ID: m.JobId, Token: token})
+				r.client.root.Send(self, &asCaller{msg: &job.WaitEnd{ID: m.JobId, Token: token}})
 				select {
 				case res = <-reply:
 				case <-stopped:

@@ -39,7 +39,7 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 		return
 	}
 	if rec.live() {
-		c.Send(rec.pid, m)
+		c.Send(rec.pid, r.shared.Stamp(m))
 		return
 	}
 	text := rec.output
@@ -64,7 +64,7 @@ func (r *registryActor) kill(c actor.Context, m *job.Kill) {
 		// Cleaned once, here: the producer's Cancel and the recorded reason get the
 		// same valid, bounded text (job.MaxReasonBytes).
 		m.Reason = job.CleanReason(m.Reason)
-		c.Send(rec.pid, m)
+		c.Send(rec.pid, r.shared.Stamp(m))
 		return
 	}
 	if !m.NoClaim {
@@ -85,7 +85,7 @@ func (r *registryActor) wait(c actor.Context, m *job.Wait) {
 		return
 	}
 	if rec.live() {
-		c.Send(rec.pid, m)
+		c.Send(rec.pid, r.shared.Stamp(m))
 		return
 	}
 	rec.reported = true

@@ -272,7 +272,7 @@ func TestBadInput_DeadOwners(t *testing.T) {
 		// Disposing its scope afterwards is harmless, and returns once the stopped
 		// incarnation's records are removed.
 		require.NoError(t, alice.Dispose(ctx(t)))
-		_, err = sys.Jobs().Get(context.Background(), id, registry.AsAgent(alice))
+		_, err = sys.Jobs().Get(context.Background(), id, asSession("alice"))
 		requireCode(t, err, messages.ErrNotFound, "unknown job "+id)
 		requireNothingRegistered(t, sys, "bash-2", "alice")
 	})

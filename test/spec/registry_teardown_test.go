@@ -53,7 +53,7 @@ func TestSpec047_OwnerDisposalCancelsLiveAndRemovesAll(t *testing.T) {
 	require.Equal(t, []string{"owner disposed"}, running.Cancels())
 	require.Empty(t, finished.Cancels())
 	require.Empty(t, list(t, sys, "alice"))
-	_, err := sys.Jobs().Get(context.Background(), done, registry.AsAgent(alice))
+	_, err := sys.Jobs().Get(context.Background(), done, asSession("alice"))
 	requireCode(t, err, messages.ErrNotFound, "unknown job "+done)
 }
 

@@ -121,9 +121,9 @@ func TestSpec075_EmptyAndUnknownJobIDsAreErrored(t *testing.T) {
 
 func TestSpec076_ListIsFencedAndInRegistrationOrder(t *testing.T) {
 	e := serveTools(t, jobtools.Config{})
+	alice, _ := e.agent(t, nil, "alice")
 	require.Equal(t, "(no background jobs)", okText(t, e.call(ctx(t), "alice", "job_list", `{}`)))
 
-	alice, _ := e.agent(t, nil, "alice")
 	pnpm := live()
 	pnpm.Label = "pnpm test"
 	require.Equal(t, "bash-1", start(t, e.sys, pnpm.Spec(alice)))
@@ -143,6 +143,7 @@ func TestSpec076_ListIsFencedAndInRegistrationOrder(t *testing.T) {
 	require.Len(t, v, 3)
 	require.Equal(t, "exit code: 0", *v[2].Detail, "the value keeps the detail the text leaves out")
 
+	e.agent(t, nil, "bob")
 	require.Equal(t, "subagent-1 [subagent] running — open research", okText(t, e.call(ctx(t), "bob", "job_list", `{}`)))
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/troupe-rt/troupe/actors/registry"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,6 +82,8 @@ type toolEnv struct {
 	mount  *jobtools.Mount
 	agents *scope.Effect // the agent-registry mount
 	calls  atomic.Uint64
+	mu     sync.Mutex
+	made   map[string]*owner.Agent // the last incarnation agent made per session
 }
 
 // serveTools mounts the job tools with cfg in the global scope, so they serve every
@@ -106,14 +108,26 @@ func (e *toolEnv) agent(t *testing.T, parent *scope.Scope, session string) (*own
 	a, err := e.sys.NewAgent(parent, session, owner.Options{Surface: s})
 	require.NoError(t, err)
 	require.NoError(t, e.sys.Jobs().RegisterAgent(context.Background(), a))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.made == nil {
+		e.made = map[string]*owner.Agent{}
+	}
+	e.made[session] = a
 	return a, s
 }
 
-// call runs tool name with the JSON args as session through the mount's pipeline.
+// call runs tool name with the JSON args as session's agent — the last one
+// e.agent or troupetest.Agent made for it — through the mount's pipeline.
 func (e *toolEnv) call(c context.Context, session, name, args string) tools.Result {
 	var caller tools.Caller
 	if session != "" {
-		a := troupetest.AgentOf(e.sys, session)
+		e.mu.Lock()
+		a := e.made[session]
+		e.mu.Unlock()
+		if a == nil {
+			a = troupetest.AgentOf(e.sys, session)
+		}
 		if a == nil {
 			panic("toolEnv.call: no agent made for session " + session)
 		}
@@ -161,7 +175,9 @@ func errText(t *testing.T, res tools.Result) string {
 // returns every surface call for the job has been made (or never will be).
 func quiesce(t *testing.T, e *toolEnv, a *owner.Agent, id string) owner.Stats {
 	t.Helper()
-	troupetest.Settled(t, e.sys, id, registry.AsAgent(a))
+	// As the user: a's incarnation may have left the agent registry (or the
+	// registry itself been unmounted) by now.
+	troupetest.Settled(t, e.sys, id, asSession(a.Session()))
 	return stats(t, a)
 }
 

@@ -87,6 +87,7 @@ func TestSpec083_ReadFailureIsBoundedToTheLimit(t *testing.T) {
 	ownedSpec := owned.Spec(alice)
 	ownedSpec.OutputLimitBytes = &limit
 	foreign := start(t, e.sys, ownedSpec)
+	e.agent(t, nil, "bob")
 	msg := errText(t, e.call(ctx(t), "bob", "job_output", `{"job_id":"`+foreign+`"}`))
 	require.Equal(t, "Error: job "+foreign+" belongs to another session", msg)
 

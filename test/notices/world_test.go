@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/harness"
+	"github.com/troupe-rt/troupe/internal/userauth"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/test/mutation"
@@ -105,13 +106,12 @@ type note struct {
 type recorder struct {
 	jobs    *registry.Client
 	session string
-	agent   *owner.Agent // set once at spawn, before the agent has jobs
 	mu      sync.Mutex
 	notes   []note
 }
 
 func (r *recorder) add(verb string, m owner.Message) error {
-	n := note{verb: verb, msg: m, read: r.jobs.ListAsync(registry.AsAgent(r.agent))}
+	n := note{verb: verb, msg: m, read: r.jobs.ListAsync(asSession(r.session))}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, n)
@@ -278,7 +278,6 @@ func (w *world) spawn(session string) *incarnation {
 	a, err := w.sys.NewAgent(w.preset, session, owner.Options{Surface: inc.surf})
 	require.NoError(t, err)
 	inc.agent = a
-	inc.surf.agent = a
 	probe := make(chan owner.Stats, 1)
 	_, err = a.Scope().Add("test.probe", func(context.Context) error {
 		if inc.noProbe.Load() {
@@ -342,14 +341,14 @@ func (w *world) kill(j *jobRec) error {
 			}
 		}
 		args, _ := json.Marshal(map[string]string{"job_id": j.id})
-		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Caller: tools.AsAgent(j.owner.agent)}
+		call := tools.Call{ID: fmt.Sprintf("call-%d", w.calls.Add(1)), Name: jobtools.NameKill, Args: args, Caller: tools.AsAgent(w.current[j.owner.session])} // the session's model: its registered incarnation (the job's may be replaced)
 		res := w.mount.Pipeline().Run(w.ctx(), tool, call)
 		got, _ := res.SingleText()
 		if want := "requested cancellation of job " + j.id; res.IsError || got != want {
 			return fmt.Errorf("job_kill %s: got %q (errored %v), want %q", j.id, got, res.IsError, want)
 		}
 	case humanKill:
-		r, _, err := w.sys.Jobs().Kill(context.Background(), j.id, registry.AsAgent(j.owner.agent), registry.KillOptions{Reason: humanReason, NoClaim: true})
+		r, _, err := w.sys.Jobs().Kill(context.Background(), j.id, asSession(j.owner.session), registry.KillOptions{Reason: humanReason, NoClaim: true})
 		if err != nil || r != messages.KillResult_KILL_RESULT_REQUESTED {
 			return fmt.Errorf("human kill %s: %v, %v", j.id, r, err)
 		}
@@ -631,4 +630,12 @@ func statusLine(j *jobRec) string {
 // noticeText is SPEC §3.7's unbounded notice, written out.
 func noticeText(j *jobRec) string {
 	return "background job " + j.id + " (bash: " + j.label + ") finished " + statusLine(j) + ". Read its output with job_output."
+}
+
+// asSession is the user authority over session, as the human surface holds it
+// (SPEC §4): the notice recorder lists what the session sees at a notice — its
+// incarnation may be replaced or torn down by then — and a human kill acts with it.
+// Only troupe's own code can mint it (internal/userauth).
+func asSession(session string) registry.Caller {
+	return userauth.ForSession(session).(registry.Caller)
 }

@@ -113,6 +113,12 @@ type ForceFail struct {
 	Detail, Warn, Reason string
 }
 
+// PointCrash is the fault point where a job actor panics once it has taken a wait
+// up (the wait is pending, so the settlement its Stopping handler makes answers
+// it): a test's stand-in for a bug in the job actor. It never fires outside tests
+// (internal/fault).
+const PointCrash = "job.crash"
+
 // Texts of a forced settlement (model-visible details, and the logged warnings).
 const (
 	TextShutdownDeadline = "Error: job did not stop before the shutdown deadline; work may be orphaned"
@@ -160,6 +166,9 @@ func (a *jobActor) Receive(c actor.Context) {
 			a.waits = map[uint64]*Wait{}
 		}
 		a.waits[m.Token] = m
+		if fault.Point(PointCrash) {
+			panic("jobs: planted job actor crash (" + PointCrash + ")")
+		}
 	case *WaitEnd:
 		if a.handedOff {
 			c.Send(a.cfg.Registry, m)

@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/userauth"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/test/mutation"
 	"github.com/troupe-rt/troupe/troupetest"
@@ -556,7 +557,10 @@ func (w *world) setup() error {
 		if err := jobs.RegisterAgent(context.Background(), a); err != nil {
 			return err
 		}
-		w.agent, w.caller = a, registry.AsAgent(a)
+		// The session's user authority, not a's: the schedule's calls go on across
+		// the owner's teardown, where the oracle expects the record's removal
+		// (job/not-found), and a disposed incarnation is no caller at all.
+		w.agent, w.caller = a, asSession(session)
 	}
 	client := w.client()
 	_, err := jobs.OnJobDone(context.Background(), w.sys.Scope(), func(snap *messages.JobSnapshot, _ registry.Owner) {
@@ -703,4 +707,11 @@ func waitFor(wg *sync.WaitGroup, budget time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
+}
+
+// asSession is the user authority over session (SPEC §4, as the human surface
+// holds it): it sees what the session sees whichever incarnation is registered.
+// Only troupe's own code can mint it (internal/userauth).
+func asSession(session string) registry.Caller {
+	return userauth.ForSession(session).(registry.Caller)
 }

@@ -39,7 +39,7 @@ func TestJobPanicSettlesFailedAndFreesTheSlot(t *testing.T) {
 
 	victim := ids[rng.IntN(len(ids))]
 	t.Logf("crashing %s", victim)
-	w.crashJob(victim, "alice")
+	w.crashJob(victim, a)
 	node := jobRef(victim)
 	spawn := w.f.nth(node, 0)
 	require.Equal(t, supervision.Spawned, spawn.Kind)
@@ -208,7 +208,7 @@ func TestSnapshotAndEventsAgree(t *testing.T) {
 		"job panic": func() {
 			id := w.start(killable(), a)
 			want[jobRef(id)] = supervision.CausePanic
-			w.crashJob(id, "alice")
+			w.crashJob(id, a)
 		},
 		"owner crash": func() {
 			o := w.agent(fresh("carol"))

@@ -17,8 +17,10 @@ import (
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
 	"github.com/troupe-rt/troupe/harness"
 	"github.com/troupe-rt/troupe/internal/deliver"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
 	"github.com/troupe-rt/troupe/supervision"
@@ -35,6 +37,7 @@ type world struct {
 	logs *troupetest.Logs
 	f    *follower
 	hits func(point string) int // hits of troupe's fault points under the world's Chaos
+	seed uint64
 }
 
 // chaosPct is how often troupe's fault points yield in this suite's worlds.
@@ -46,7 +49,7 @@ func newWorld(t *testing.T, seed uint64) *world {
 	t.Helper()
 	hits := harness.Chaos(t, seed, chaosPct)
 	sys, logs := troupetest.Served(t)
-	w := &world{t: t, sys: sys, logs: logs, hits: hits}
+	w := &world{t: t, sys: sys, logs: logs, hits: hits, seed: seed}
 	w.f = follow(t, sys.Tree())
 	return w
 }
@@ -77,11 +80,19 @@ func killable() *troupetest.Producer {
 	return p
 }
 
-// crashJob makes the job actor of id panic: a Wait without a context (a caller's
-// bug) reaches it through the registry, and the job actor dereferences it.
-func (w *world) crashJob(id, caller string) {
-	w.sys.Actors().Root.Send(w.sys.Jobs().PID(), &job.Wait{ID: id, Caller: caller, Timeout: time.Minute,
-		Token: 1 << 62, Reply: make(chan job.WaitResult, 1)})
+// crashJob makes the job actor of id panic: for one Wait by its owner a, the
+// fault point job.PointCrash fires (the world's chaos goes on around it, from an
+// injector seeded alike). The wait was pending when the actor crashed, so the
+// settlement the actor's Stopping handler makes answers it: failed. A job actor
+// cannot be crashed from outside troupe (a bare job message is refused unless its
+// registry routed it, test/authz).
+func (w *world) crashJob(id string, a *owner.Agent) {
+	w.t.Helper()
+	restore := fault.Install(fault.New(w.seed, fault.YieldPercent(chaosPct), fault.PointPercent(job.PointCrash, 100)))
+	defer restore()
+	snap, err := w.sys.Jobs().Wait(ctxT(w.t), id, time.Minute, registry.AsAgent(a))
+	require.NoError(w.t, err)
+	require.Equal(w.t, "failed", snap.GetStatus().Name(), "the crashed job's pending wait")
 }
 
 // crashOwner makes a's owner actor panic: a nil notice (a sender's bug).

@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/job"
+)
+
+// The pipelined lifecycle: owned jobs whose producers settle at once, started round
+// robin over pipelinedOwners registered owners with at most fillWindow (8) in flight
+// in all (below the admission limit, so no start is refused) — BenchmarkScaleJobs'
+// shape, as a steady-state per-job figure. One op is one job: its Start, plus, once
+// the window is full, the wait for the oldest outstanding settlement's announcement
+// (the global OnJobDone listener). BenchmarkMutexRegistryPipelined is the same loop
+// on mutexreg_test.go's registry; run both in one invocation
+// (-bench 'Pipelined$') for the ratio.
+
+// pipelinedOwners is how many sessions the pipelined jobs are spread over.
+const pipelinedOwners = 100
+
+// BenchmarkLifecyclePipelined: 100 owners × 8 in flight on the runtime; ns/op is per job.
+func BenchmarkLifecyclePipelined(b *testing.B) {
+	r := newRig(b)
+	owners := r.agents(b, "pipe", pipelinedOwners)
+	base := processes(r.sys)
+	r.fill(b, owners, pipelinedOwners) // warm-up: per-owner state is not counted
+	r.quiesce(b, base)
+	jobs := r.sys.Jobs()
+	specs := make([]job.Spec, len(owners))
+	for i, a := range owners {
+		specs[i] = job.Spec{Kind: kind, Label: "bench", Owner: a, Run: settledAtOnce}
+	}
+	ctx := context.Background()
+	inflight, i := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := jobs.Start(ctx, specs[i%len(specs)]); err != nil {
+			b.Fatalf("job %d: %v", i, err)
+		}
+		i++
+		if inflight++; inflight == fillWindow {
+			<-r.done
+			inflight--
+		}
+	}
+	for ; inflight > 0; inflight-- {
+		<-r.done
+	}
+	r.quiesce(b, base)
+	runtime.KeepAlive(owners)
+}
+
+// BenchmarkMutexRegistryPipelined: the same loop on the mutex registry, with the
+// same owners (plain session strings), admission limit and window.
+func BenchmarkMutexRegistryPipelined(b *testing.B) {
+	reg := newMutexRegistry(troupe.DefaultMaxConcurrentJobsPerOwner)
+	b.Cleanup(reg.Close)
+	done := make(chan struct{}, fillWindow) // at most fillWindow outstanding: never blocks
+	reg.OnJobDone(func(string, job.Status, string) { done <- struct{}{} })
+	owners := make([]string, pipelinedOwners)
+	for i := range owners {
+		owners[i] = "pipe-" + strconv.Itoa(i)
+	}
+	inflight, i := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Start(kind, "bench", owners[i%len(owners)], settledAtOnce); err != nil {
+			b.Fatalf("mutex job %d: %v", i, err)
+		}
+		i++
+		if inflight++; inflight == fillWindow {
+			<-done
+			inflight--
+		}
+	}
+	for ; inflight > 0; inflight-- {
+		<-done
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/job"
@@ -17,7 +18,9 @@ import (
 // the window is full, the wait for the oldest outstanding settlement's announcement
 // (the global OnJobDone listener). BenchmarkMutexRegistryPipelined is the same loop
 // on mutexreg_test.go's registry; run both in one invocation
-// (-bench 'Pipelined$') for the ratio.
+// (-bench 'Pipelined$') for the ratio. Besides ns/op (wall time) both report
+// cpu-ns/op: the process's CPU time (user plus system, GC included) over the loop
+// and the final drain, per job — what a loaded machine disturbs least.
 
 // pipelinedOwners is how many sessions the pipelined jobs are spread over.
 const pipelinedOwners = 100
@@ -37,6 +40,7 @@ func BenchmarkLifecyclePipelined(b *testing.B) {
 	ctx := context.Background()
 	inflight, i := 0, 0
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		if _, err := jobs.Start(ctx, specs[i%len(specs)]); err != nil {
 			b.Fatalf("job %d: %v", i, err)
@@ -50,6 +54,7 @@ func BenchmarkLifecyclePipelined(b *testing.B) {
 	for ; inflight > 0; inflight-- {
 		<-r.done
 	}
+	reportCPU(b, cpu0)
 	r.quiesce(b, base)
 	runtime.KeepAlive(owners)
 }
@@ -67,6 +72,7 @@ func BenchmarkMutexRegistryPipelined(b *testing.B) {
 	}
 	inflight, i := 0, 0
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		if _, err := reg.Start(kind, "bench", owners[i%len(owners)], settledAtOnce); err != nil {
 			b.Fatalf("mutex job %d: %v", i, err)
@@ -80,4 +86,10 @@ func BenchmarkMutexRegistryPipelined(b *testing.B) {
 	for ; inflight > 0; inflight-- {
 		<-done
 	}
+	reportCPU(b, cpu0)
+}
+
+// reportCPU reports the process's CPU time since cpu0 per op (b.Loop's last b.N).
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }

@@ -58,8 +58,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock stamps startedAt and finishedAt. nil means time.Now.
 	Clock func() time.Time
-	// Dispatcher runs every troupe actor's mailbox. nil means a PoolDispatcher owned
-	// (and closed) by the System; tests pass a seeded dispatcher to replay a schedule.
+	// Dispatcher runs every troupe actor's mailbox. nil means the System's own
+	// PoolDispatcher (closed by Shutdown); tests pass a seeded dispatcher to replay a
+	// schedule. The supervision inspector always runs on the System's pool (one
+	// worker when Dispatcher is set), never on its senders' goroutines.
 	Dispatcher actor.Dispatcher
 	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
 	// (a discarding protoactor logger and a 10 ms dead-letter throttle).
@@ -101,7 +103,7 @@ type System struct {
 
 	logger     *slog.Logger
 	dispatcher actor.Dispatcher
-	pool       *PoolDispatcher // the default dispatcher, closed by Shutdown
+	pool       *PoolDispatcher // the inspector's (and the default) dispatcher, closed by Shutdown
 
 	member *cluster.Node // JoinCluster's; StartContinuations places children through it
 
@@ -137,6 +139,8 @@ func New(cfg Config) (*System, error) {
 	if cfg.Dispatcher == nil {
 		pool = NewPoolDispatcher(0)
 		cfg.Dispatcher = pool
+	} else {
+		pool = NewPoolDispatcher(1) // the inspector's only
 	}
 	s := &System{
 		pool:    pool,
@@ -150,13 +154,11 @@ func New(cfg Config) (*System, error) {
 		dispatcher: cfg.Dispatcher,
 	}
 	// The inspector first: every other actor reports its lifecycle to it.
-	tree, err := supervision.StartInspector(s.actors, supervision.InspectorConfig{Clock: clock, Logger: logger})
+	tree, err := supervision.StartInspector(s.actors, supervision.InspectorConfig{Clock: clock, Logger: logger, Dispatcher: pool})
 	if err != nil {
 		s.watch.Close()
 		s.actors.Shutdown()
-		if pool != nil {
-			pool.Close()
-		}
+		pool.Close()
 		return nil, err
 	}
 	s.tree = tree
@@ -175,9 +177,7 @@ func New(cfg Config) (*System, error) {
 		_ = tree.Stop(context.Background())
 		s.watch.Close()
 		s.actors.Shutdown()
-		if pool != nil {
-			pool.Close()
-		}
+		pool.Close()
 		return nil, err
 	}
 	s.jobs = jobs
@@ -342,8 +342,6 @@ func (s *System) stop() {
 	close(s.stopped)
 	s.watch.Close()
 	s.actors.Shutdown()
-	if s.pool != nil {
-		s.pool.Close()
-	}
+	s.pool.Close()
 	s.err = rootErr
 }

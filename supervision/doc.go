@@ -81,8 +81,9 @@
 //		fmt.Println(e)    // #5 settled job/bash-1 failed cause=panic detail="…"
 //	}
 //
-// Cost: the supervision actor runs on protoactor's synchronized dispatcher, so the
-// sender of an event applies it inline (a map update) instead of waking a worker;
-// a job's lifecycle adds three events. The index holds one compact entry per live
+// Cost: sending an event is one mailbox push on the sender's goroutine; the
+// supervision actor applies and forwards it on its own run (troupe's worker pool,
+// InspectorConfig.Dispatcher), never inside the sender's — the registry does not
+// pay for the tree. A job's lifecycle adds three events. The index holds one compact entry per live
 // node (about 150 B per live job with its map slot).
 package supervision

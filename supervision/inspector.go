@@ -24,11 +24,12 @@ type InspectorConfig struct {
 	Clock func() time.Time
 	// Logger receives a warning per refused event. nil means slog.Default().
 	Logger *slog.Logger
+	// Dispatcher runs the supervision actor's mailbox. nil means protoactor's default
+	// (a fresh goroutine per mailbox run); troupe.New passes its pool. Either way an
+	// event is only queued on the sender's goroutine (Emit is a Send): the inspector
+	// applies and forwards it on its own run, never inside the sender's.
+	Dispatcher actor.Dispatcher
 }
-
-// inspectorThroughput is how many messages the supervision actor handles before
-// its mailbox run yields the processor.
-const inspectorThroughput = 300
 
 // InspectorDecider decides for a failed supervision actor: resume. Its Tree applies
 // each event whole (a refused event changes nothing), and a restart would forget
@@ -82,12 +83,15 @@ func StartInspector(system *actor.ActorSystem, cfg InspectorConfig) (*Inspector,
 	}
 	in := &Inspector{root: system.Root, gone: make(chan struct{})}
 	a := &inspectorActor{cfg: cfg, tree: NewTree(), subs: map[string]*subscriber{}, gone: in.gone}
-	// Synchronized: the goroutine that sends an event to an idle inspector applies it
-	// (and whatever queues behind it) at once, instead of waking a worker for each
-	// event. The actor never blocks: it only applies, copies and forwards.
+	// Never a synchronized dispatcher: that one runs the inspector's mailbox on the
+	// goroutine of whoever sends to an idle inspector — the registry's run, a job's —
+	// so every sender paid for applying and forwarding the event. The actor never
+	// blocks: it only applies, copies and forwards.
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)),
-		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inspectorThroughput)))
+		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)))
+	if cfg.Dispatcher != nil {
+		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
+	}
 	pid, err := system.Root.SpawnNamed(props, InspectorName)
 	if err != nil {
 		return nil, err

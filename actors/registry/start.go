@@ -71,14 +71,17 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		if r.agentMounts == 0 {
 			return "", &messages.Error{Code: messages.CodeNoAgentRegistry, Message: TextNoAgentRegistry}
 		}
-		notLive := messages.Errorf(messages.CodeOwnerNotLive,
-			"agent %q is not the registered agent instance (background job owner must be live)", a.Session())
+		// Formatted only when raised: an owned start that succeeds pays nothing for it.
+		notLive := func() error {
+			return messages.Errorf(messages.CodeOwnerNotLive,
+				"agent %q is not the registered agent instance (background job owner must be live)", a.Session())
+		}
 		if p := r.agents[a.Session()]; p == nil || !p.Equal(a.PID()) {
-			return "", notLive
+			return "", notLive()
 		}
 		oe = r.owners[a.PID().Id]
 		if oe != nil && oe.tornDown {
-			return "", notLive
+			return "", notLive()
 		}
 		if oe == nil {
 			// The entry exists only with its cleanup effect in the owner's scope: a
@@ -88,7 +91,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 				return r.client.teardownOwner(ctx, key)
 			})
 			if err != nil {
-				return "", notLive
+				return "", notLive()
 			}
 			oe = &ownerEntry{key: key, pid: a.PID(), session: a.Session(), chain: chain, cleanup: eff}
 			r.owners[key] = oe

@@ -199,7 +199,8 @@ func (a *jobActor) startWatch(c actor.Context) {
 	}
 }
 
-// deliverer returns the Done watcher's callback for this job, which forwards the
+// deliverer returns the outcome delivery for this job (the Done watcher's callback,
+// or behind OnSettle's settle function), which forwards the
 // producer's outcome to the job actor. It is held while the job lives, so the
 // production path is a single closure (of root and self); in a troupe_mutation
 // build, the planted bugs wrap it.

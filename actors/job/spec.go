@@ -51,8 +51,10 @@ type Outcome struct {
 // and every outcome wakes that select.
 //
 // ReadOutput, if set, makes the job a stream kind: each call returns the output
-// produced since the previous call (a consuming cursor). It is called on the job
-// actor while the job is live and on the registry after settlement; it must not block.
+// produced since the previous call (a consuming cursor). It is called on the
+// registry (a read answered in one hop), except from the moment a kill, teardown
+// or forced failure is sent to the job until it settles, when the job actor calls
+// it; after settlement the registry calls it again. It must not block.
 type Hooks struct {
 	Cancel     func(reason string) error
 	Done       <-chan Outcome

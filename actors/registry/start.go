@@ -140,6 +140,11 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		slot:   true,
 		stream: hooks.ReadOutput != nil,
 		out:    spec.Record,
+		// Live reads call it here until a kill or teardown goes to the job (toHooks).
+		readOutput: hooks.ReadOutput,
+	}
+	if rec.readOutput == nil {
+		rec.readOutput = liveFinalOutput
 	}
 	if oe != nil {
 		rec.OwnerSession = &oe.session // shared: an owner's session never changes

@@ -133,6 +133,10 @@ type producer struct {
 	// done: the outcome reaches the job actor on the offering goroutine, with no
 	// Done watcher in between. A Settler cannot be closed without a value.
 	settler *job.Settler
+	// busy counts the producer hooks running now (Cancel, ReadOutput); overlaps
+	// counts the calls that found another one running (Hooks: one call at a time,
+	// Cancel never together with ReadOutput).
+	busy, overlaps atomic.Int32
 	bg      *sync.WaitGroup // its own goroutines (late settles)
 
 	mu struct {
@@ -153,7 +157,11 @@ func (p *producer) run() (job.Hooks, error) {
 		h.Done, h.OnSettle = nil, p.settler.OnSettle
 	}
 	if p.stream {
-		h.ReadOutput = func() (string, error) { return "chunk", nil }
+		h.ReadOutput = func() (string, error) {
+			defer p.enterHook()()
+			p.noise()
+			return "chunk", nil
+		}
 	}
 	return h, nil
 }
@@ -181,7 +189,17 @@ func (p *producer) offer(source string, o job.Outcome, closed bool) bool {
 
 var killedBySignal = job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"}
 
+// enterHook marks a producer hook running until the returned function is called.
+func (p *producer) enterHook() (leave func()) {
+	if p.busy.Add(1) > 1 {
+		p.overlaps.Add(1)
+	}
+	return func() { p.busy.Add(-1) }
+}
+
 func (p *producer) onCancel(reason string) error {
+	defer p.enterHook()()
+	p.noise()
 	p.mu.Lock()
 	panics := p.cancel == cancelPanics || (p.cancel == cancelPanicsOnce && len(p.mu.cancels) == 0)
 	e := cancelEntry{reason: reason}
@@ -620,6 +638,9 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 	want := 1
 	if len(w.bystand.Cancels()) > 0 {
 		want = 2
+	}
+	if n := w.prod.overlaps.Load(); n > 0 {
+		v.failf("producer hooks overlapped %d times: Cancel and ReadOutput ran together", n)
 	}
 	if got := in.Hits(registry.PointSettleCommit); got != want {
 		v.oraclef(mutation.SettleCommits, "settlement commits: got %d, want %d (one per settled job)", got, want)

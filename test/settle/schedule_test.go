@@ -137,7 +137,7 @@ type producer struct {
 	// counts the calls that found another one running (Hooks: one call at a time,
 	// Cancel never together with ReadOutput).
 	busy, overlaps atomic.Int32
-	bg      *sync.WaitGroup // its own goroutines (late settles)
+	bg             *sync.WaitGroup // its own goroutines (late settles)
 
 	mu struct {
 		sync.Mutex

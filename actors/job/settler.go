@@ -6,7 +6,7 @@ import "sync"
 // its one outcome, troupe calls OnSettle with its settle function, and whichever
 // comes second delivers, on its caller's goroutine. Its zero value is ready to use
 // (a producer may embed one); a Settler serves one job. It is a leaf helper: its
-// lock guards only its own two fields.
+// lock guards only its own fields.
 type Settler struct {
 	mu struct {
 		sync.Mutex

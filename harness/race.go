@@ -90,15 +90,28 @@ func (r Race) Run(name string, spec job.Spec) (*messages.JobSnapshot, error) {
 	return snap, CheckSettlement(name, h.Operations())
 }
 
-// wrapRun makes run's Done pass through forwardOffers, which records each offer.
+// wrapRun records each offer of run's producer: its OnSettle calls are wrapped, its
+// Done passes through forwardOffers.
 func wrapRun(run func() (job.Hooks, error), h *History, stream *bool, quit <-chan struct{},
 	forwarders *sync.WaitGroup) func() (job.Hooks, error) {
 	return func() (job.Hooks, error) {
 		hooks, err := run()
-		if err != nil || hooks.Done == nil {
+		if err != nil {
 			return hooks, err
 		}
 		*stream = hooks.ReadOutput != nil
+		if onSettle := hooks.OnSettle; onSettle != nil {
+			hooks.OnSettle = func(settle func(job.Outcome)) {
+				onSettle(func(o job.Outcome) {
+					h.Open(0, Input{Op: OpOffer, Source: "producer", Outcome: o})
+					settle(o)
+				})
+			}
+			return hooks, nil
+		}
+		if hooks.Done == nil {
+			return hooks, nil
+		}
 		done, fwd := hooks.Done, make(chan job.Outcome, 1)
 		hooks.Done = fwd
 		forwarders.Go(func() { forwardOffers(h, done, fwd, quit) })

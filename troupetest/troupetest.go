@@ -161,8 +161,12 @@ type Producer struct {
 	CancelErr error
 	// Record, if set, is declared as the job's output record.
 	Record *job.Record
+	// Channel makes the producer settle through a Done channel; by default it
+	// settles through OnSettle (a job.Settler). CloseDone needs a channel.
+	Channel bool
 
 	done      chan job.Outcome
+	settler   *job.Settler
 	cancelled chan string
 	mu        struct {
 		sync.Mutex
@@ -187,9 +191,15 @@ func (p *Producer) Spec(a *owner.Agent) job.Spec {
 func (p *Producer) Run() (job.Hooks, error) {
 	p.mu.Lock()
 	p.mu.runs++
-	p.done = make(chan job.Outcome, 1)
+	h := job.Hooks{Cancel: p.cancel}
+	if p.Channel {
+		p.done, p.settler = make(chan job.Outcome, 1), nil
+		h.Done = p.done
+	} else {
+		p.done, p.settler = nil, &job.Settler{}
+		h.OnSettle = p.settler.OnSettle
+	}
 	p.mu.Unlock()
-	h := job.Hooks{Cancel: p.cancel, Done: p.done}
 	if p.Stream {
 		h.ReadOutput = p.readOutput
 	}
@@ -231,21 +241,33 @@ func (p *Producer) Emit(s ...string) {
 	p.mu.outputs = append(p.mu.outputs, s...)
 }
 
-// Settle sends the outcome; only the first call sends (the Done contract).
+// Settle sends the outcome; only the first call sends (the Done contract). The
+// outcome is handed over outside the producer's lock: with OnSettle, troupe's
+// settle runs on this goroutine.
 func (p *Producer) Settle(o job.Outcome) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.mu.settled {
+		p.mu.Unlock()
 		return
 	}
 	p.mu.settled = true
-	p.done <- o
+	settler, done := p.settler, p.done
+	p.mu.Unlock()
+	if settler != nil {
+		settler.Settle(o)
+		return
+	}
+	done <- o // room for one
 }
 
-// CloseDone closes Done without an outcome (a contract violation).
+// CloseDone closes Done without an outcome (a contract violation). It needs
+// Channel set before the job started.
 func (p *Producer) CloseDone() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.done == nil {
+		panic("troupetest: CloseDone needs Producer.Channel (a Done channel to close)")
+	}
 	p.mu.settled = true
 	close(p.done)
 }

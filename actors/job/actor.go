@@ -135,7 +135,7 @@ func (a *jobActor) Receive(c actor.Context) {
 	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
+		a.startWatch(c)
 	case *cancelDone:
 		a.cancelReturned(c, m.err)
 	case *settleTimedOut:
@@ -209,7 +209,26 @@ func (a *jobActor) refuse(m Routable) {
 	}
 }
 
-// deliverer returns the Done watcher's callback for this job, which forwards the
+// startWatch starts listening for the producer's outcome: through its OnSettle
+// callback when it has one, else on its Done channel (the shared Watcher). An
+// OnSettle that panics settles the job failed (a producer contract violation).
+func (a *jobActor) startWatch(c actor.Context) {
+	onSettle := a.cfg.Hooks.OnSettle
+	if onSettle == nil {
+		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
+		return
+	}
+	a.watch = Callback(a.deliverer(c))
+	if err := protect(func() error { onSettle(a.watch.Settle); return nil }); err != nil {
+		a.watch.Remove()
+		violation := "producer OnSettle panicked: " + ErrorText(err)
+		a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer contract violation: %s", a.cfg.ID, violation))
+		a.settle(c, Outcome{Status: Failed, Detail: CleanDetail("Error: " + violation)}, false)
+	}
+}
+
+// deliverer returns the outcome delivery for this job (the Done watcher's callback,
+// or behind OnSettle's settle function), which forwards the
 // producer's outcome to the job actor. It is held while the job lives, so the
 // production path is a single closure (of root and self); in a troupe_mutation
 // build, the planted bugs wrap it.

@@ -85,11 +85,25 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 	return e
 }
 
+// Callback returns the watch of a producer that settles through Hooks.OnSettle:
+// no shard, no goroutine and no select; the producer's settle call (Settle) runs
+// deliver on the producer's goroutine. Remove works as for a channel's watch.
+func Callback(deliver func(Outcome, bool)) *Watch { return &Watch{deliver: deliver} }
+
+// Settle is the settle function a callback watch hands the producer: the first
+// call delivers o unless the watch was removed; later calls do nothing.
+func (wt *Watch) Settle(o Outcome) {
+	if wt.removed.Swap(true) {
+		return
+	}
+	wt.deliver(o, true)
+}
+
 // Remove stops watching (for a job settled by another path). It never blocks and
 // is idempotent; a value already on its way may still be delivered (settlement is
 // first-wins, so that is harmless).
 func (wt *Watch) Remove() {
-	if wt == nil || wt.removed.Swap(true) {
+	if wt == nil || wt.removed.Swap(true) || wt.sh == nil {
 		return
 	}
 	select {

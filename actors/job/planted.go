@@ -32,7 +32,8 @@ func plantedStopped(a *jobActor) {
 	}
 }
 
-// plantedDeliverer is the Done watcher's callback of a job actor started while a
+// plantedDeliverer is the outcome delivery (the Done watcher's callback, or the
+// settle function OnSettle hands the producer) of a job actor started while a
 // planted bug of this package is planted, or nil (the production closure).
 func plantedDeliverer(a *jobActor, root *actor.RootContext, self *actor.PID) func(Outcome, bool) {
 	fast, noticeFirst := fault.Planted(PlantedCheckThenActSettle), fault.Planted(PlantedNoticeBeforeCommit)
@@ -62,7 +63,8 @@ const PlantedCheckThenActSettle = "check-then-act-settle"
 
 // plantedFastSettle is the planted bug: a "skip the mailbox hop" optimisation of the
 // Done delivery. The job actor publishes a copy of its core after every message;
-// when the producer's outcome arrives, the Done watcher's goroutine checks that copy
+// when the producer's outcome arrives, the delivering goroutine (the Done watcher's,
+// or the producer's own through OnSettle) checks that copy
 // ("the job is live"), decides the settlement from it and commits it straight to the
 // registry, then tells the job actor as usual. There is no data race — the copy is
 // published through an atomic pointer — and without contention the result is
@@ -91,7 +93,7 @@ func (p *plantedFastSettle) publish(a *jobActor) {
 	p.pub.Store(&c)
 }
 
-// deliver runs on the Done watcher's goroutine, in place of the plain forward.
+// deliver runs on the delivering goroutine, in place of the plain forward.
 func (p *plantedFastSettle) deliver(o Outcome, ok bool) {
 	if c := p.pub.Load(); c != nil && c.Live() { // check
 		fault.Yield("job.settle.before-decide")
@@ -131,7 +133,8 @@ func plantedOf(a *jobActor) *plantedFastSettle {
 
 // PlantedNoticeBeforeCommit names a planted bug (TESTING.md's mutation check): the
 // completion is announced before it is committed. A "lower notice latency" change
-// has the Done watcher's goroutine, as soon as the producer's outcome arrives, ask
+// has the delivering goroutine (Done watcher or OnSettle), as soon as the producer's
+// outcome arrives, ask
 // the registry to announce it (onJobDone, hence the model's notice) from that
 // outcome and the record as it stands; the job actor then settles and the registry
 // commits as usual, without announcing again. The notice can precede the commit (a
@@ -142,7 +145,7 @@ func plantedOf(a *jobActor) *plantedFastSettle {
 const PlantedNoticeBeforeCommit = "notice-before-commit"
 
 // PlantedEarlyOutcome is the planted bug's message to the registry: the producer's
-// outcome (already checked), as the Done watcher received it, at At (Unix ms).
+// outcome (already checked), as the delivery received it, at At (Unix ms).
 type PlantedEarlyOutcome struct {
 	ID      string
 	Outcome Outcome

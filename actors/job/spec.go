@@ -41,12 +41,24 @@ type Outcome struct {
 // Done carries exactly one Outcome, sent after the producer released its
 // resources. troupe reads one value; a channel closed without one settles failed.
 //
+// OnSettle, set in place of Done (a producer sets exactly one of them), is the
+// channel-free settlement: troupe calls it once, on the job actor, as the job's
+// actor starts, with the settle function to call with the producer's one Outcome
+// (after releasing its resources), from any goroutine, at most once (troupe takes
+// the first call; settle never blocks). Settler implements it for a producer,
+// including an outcome settled before troupe called OnSettle. It costs the job no
+// watcher shard: a Done channel is one of up to 64 a shared goroutine selects over,
+// and every outcome wakes that select.
+//
 // ReadOutput, if set, makes the job a stream kind: each call returns the output
-// produced since the previous call (a consuming cursor). It is called on the job
-// actor while the job is live and on the registry after settlement; it must not block.
+// produced since the previous call (a consuming cursor). It is called on the
+// registry (a read answered in one hop), except from the moment a kill, teardown
+// or forced failure is sent to the job until it settles, when the job actor calls
+// it; after settlement the registry calls it again. It must not block.
 type Hooks struct {
 	Cancel     func(reason string) error
 	Done       <-chan Outcome
+	OnSettle   func(settle func(Outcome))
 	ReadOutput func() (string, error)
 }
 

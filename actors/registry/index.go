@@ -27,8 +27,8 @@ type record struct {
 	detail     string
 	finishedAt int64
 	output     string
-	readOutput func() (string, error)
-	out        *job.Record // the non-consuming output record, if the spec declared one
+	readOutput func() (string, error) // live: nil once toHooks handed it to the job actor
+	out        *job.Record            // the non-consuming output record, if the spec declared one
 }
 
 func (r *record) live() bool { return r.pid != nil }

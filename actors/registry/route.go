@@ -39,7 +39,14 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 		return
 	}
 	if rec.live() {
-		c.Send(rec.pid, r.shared.Stamp(m))
+		if rec.readOutput == nil {
+			// A kill, teardown or forced failure went to the job actor: its Cancel may
+			// be running, so reads wait behind it there, and only the job actor calls
+			// ReadOutput until the job settles.
+			c.Send(rec.pid, r.shared.Stamp(m))
+			return
+		}
+		r.readLive(rec, m)
 		return
 	}
 	text := rec.output
@@ -54,6 +61,39 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 	m.Reply <- job.ReadResult{Text: text, Snapshot: rec.snapshot()}
 }
 
+// readLive answers a read of a live job in one hop, from the record: the live
+// output is "" for a final-output kind (liveFinalOutput), and a stream kind's delta
+// comes from its ReadOutput, called here while no message that may start the
+// producer's Cancel has gone to the job actor (toHooks): ReadOutput stays one call at a time and
+// never together with Cancel. The snapshot is the record's: status and claim are
+// what the job actor committed (StopRequested), and a live read claims nothing. A
+// read whose ctx already ended reads nothing (a stream's delta stays).
+func (r *registryActor) readLive(rec *record, m *job.Read) {
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		m.Reply <- job.ReadResult{Err: job.Aborted(m.Ctx)}
+		return
+	}
+	var text string
+	if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
+		m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}}
+		return
+	}
+	m.Reply <- job.ReadResult{Text: job.ValidText(text), Snapshot: rec.snapshot()}
+}
+
+// liveFinalOutput is the live record's readOutput of a final-output kind: its
+// output is "" until it settles (SPEC §2.6). It is static: it costs no job anything.
+func liveFinalOutput() (string, error) { return "", nil }
+
+// toHooks sends the live job's actor a message that may start its producer's
+// Cancel (a kill, a teardown, a forced failure). From then until the job settles,
+// reads of the job are routed to its actor, where they wait behind a Cancel and
+// the actor alone calls ReadOutput (the settlement hands it back: Settled).
+func (r *registryActor) toHooks(c actor.Context, rec *record, msg job.Routable) {
+	rec.readOutput = nil
+	c.Send(rec.pid, r.shared.Stamp(msg))
+}
+
 func (r *registryActor) kill(c actor.Context, m *job.Kill) {
 	rec, err := r.access(m.ID, m.Caller)
 	if err != nil {
@@ -64,7 +104,7 @@ func (r *registryActor) kill(c actor.Context, m *job.Kill) {
 		// Cleaned once, here: the producer's Cancel and the recorded reason get the
 		// same valid, bounded text (job.MaxReasonBytes).
 		m.Reason = job.CleanReason(m.Reason)
-		c.Send(rec.pid, r.shared.Stamp(m))
+		r.toHooks(c, rec, m)
 		return
 	}
 	if !m.NoClaim {

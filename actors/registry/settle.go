@@ -94,7 +94,7 @@ func (r *registryActor) forceAll(c actor.Context, m *forceAllReq) {
 			f.ids = append(f.ids, rec.ID)
 			fail := m.fail
 			fail.Warn = fmt.Sprintf(m.fail.Warn, rec.ID)
-			c.Send(rec.pid, r.shared.Stamp(&fail))
+			r.toHooks(c, rec, &fail)
 		}
 	}
 	if len(f.pending) == 0 {

@@ -109,15 +109,8 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	if err := job.Protect(func() (e error) { hooks, e = spec.Run(); return }); err != nil {
 		return "", &messages.Error{Code: messages.CodeRunFailed, Message: job.ErrorText(err), Cause: err}
 	}
-	if hooks.Done == nil || hooks.Cancel == nil {
-		if hooks.Cancel != nil {
-			_ = job.Protect(func() error { return hooks.Cancel("invalid job hooks") })
-		}
-		missing := "Done"
-		if hooks.Cancel == nil {
-			missing = "Cancel"
-		}
-		return "", messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: %s is nil (a producer must return Cancel and Done)", missing)
+	if err := checkHooks(hooks); err != nil {
+		return "", err
 	}
 	id := r.adm.NextID(spec.Kind)
 	r.adm.Take(key)
@@ -150,6 +143,11 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		slot:   true,
 		stream: hooks.ReadOutput != nil,
 		out:    spec.Record,
+		// Live reads call it here until a kill or teardown goes to the job (toHooks).
+		readOutput: hooks.ReadOutput,
+	}
+	if rec.readOutput == nil {
+		rec.readOutput = liveFinalOutput
 	}
 	if oe != nil {
 		rec.OwnerSession = &oe.session // shared: an owner's session never changes
@@ -192,3 +190,23 @@ const (
 	// OwnerCleanupLabel is the label of the owner-disposal effect in an owner's scope.
 	OwnerCleanupLabel = "jobs.ownerCleanup()"
 )
+
+// checkHooks refuses hooks a job cannot run with: no Cancel, or not exactly one of
+// Done and OnSettle. A Cancel it has is called (the producer may hold resources).
+func checkHooks(hooks job.Hooks) error {
+	hasDone, hasCallback := hooks.Done != nil, hooks.OnSettle != nil
+	if hooks.Cancel != nil && hasDone != hasCallback {
+		return nil
+	}
+	if hooks.Cancel != nil {
+		_ = job.Protect(func() error { return hooks.Cancel("invalid job hooks") })
+	}
+	switch {
+	case hooks.Cancel == nil:
+		return messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: Cancel is nil (a producer must return Cancel and Done)")
+	case hasDone:
+		return messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: both Done and OnSettle are set (a producer settles through one of them)")
+	default:
+		return messages.Errorf(messages.CodeInvalidSpec, "invalid job hooks: Done is nil (a producer must return Cancel and Done, or OnSettle in place of Done)")
+	}
+}

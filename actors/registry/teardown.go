@@ -43,7 +43,7 @@ func (r *registryActor) teardownOwner(c actor.Context, key string, reply chan<- 
 	for _, rec := range o.records {
 		if rec.live() {
 			t.pending[rec.ID] = true
-			c.Send(rec.pid, r.shared.Stamp(&job.Teardown{Reason: job.ReasonOwnerDisposed}))
+			r.toHooks(c, rec, &job.Teardown{Reason: job.ReasonOwnerDisposed})
 		}
 	}
 	if len(t.pending) == 0 {
@@ -91,7 +91,7 @@ func (r *registryActor) dispose(c actor.Context, reply chan<- struct{}) {
 	for _, rec := range r.idx.all() {
 		if rec.live() {
 			d.pending[rec.ID] = true
-			c.Send(rec.pid, r.shared.Stamp(&job.Teardown{Reason: job.ReasonServiceDisposed}))
+			r.toHooks(c, rec, &job.Teardown{Reason: job.ReasonServiceDisposed})
 		}
 	}
 	if len(d.pending) == 0 {

@@ -45,21 +45,17 @@ func TestShellEscapedChildIgnoringSIGTERMIsSIGKILLedBeforeSettling(t *testing.T)
 				if err != nil {
 					return h, err
 				}
-				inner := h.Done
-				outer := make(chan job.Outcome, 1)
-				h.Done = outer
-				go func() { // ends when the producer sends its one outcome (or closes Done)
-					o, ok := <-inner
-					state := int32(2)
-					if pid := escaped.Load(); pid > 0 && gone(int(pid)) {
-						state = 1
-					}
-					goneAtDone.Store(state)
-					if ok {
-						outer <- o
-					}
-					close(outer)
-				}()
+				inner := h.OnSettle
+				h.OnSettle = func(settle func(job.Outcome)) {
+					inner(func(o job.Outcome) { // the producer's one outcome, as it hands it over
+						state := int32(2)
+						if pid := escaped.Load(); pid > 0 && gone(int(pid)) {
+							state = 1
+						}
+						goneAtDone.Store(state)
+						settle(o)
+					})
+				}
 				return h, nil
 			}
 

@@ -128,7 +128,19 @@ type proc struct {
 	readers []io.ReadCloser
 	cancel  chan string
 	panics  chan any
+	// The outcome goes to settler (a job's OnSettle: shell and PTY jobs) or, when
+	// it is nil, to done (Piped reads it).
+	settler *job.Settler
 	done    chan job.Outcome
+}
+
+// finish hands over the one outcome.
+func (p *proc) finish(o job.Outcome) {
+	if p.settler != nil {
+		p.settler.Settle(o)
+		return
+	}
+	p.done <- o // room for one
 }
 
 func newToken() string {
@@ -142,14 +154,14 @@ func newToken() string {
 // start settles failed at once.
 func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hooks, error) {
 	p := &proc{
-		rec:    rec,
-		cfg:    cfg,
-		cmd:    cmd,
-		tree:   newTree(newToken()),
-		buf:    output.New(cfg.RetainBytes),
-		cancel: make(chan string, 1),
-		panics: make(chan any, 2),
-		done:   make(chan job.Outcome, 1),
+		rec:     rec,
+		cfg:     cfg,
+		cmd:     cmd,
+		tree:    newTree(newToken()),
+		buf:     output.New(cfg.RetainBytes),
+		cancel:  make(chan string, 1),
+		panics:  make(chan any, 2),
+		settler: &job.Settler{},
 	}
 	p.tree.onReport = cfg.reportHook
 	hooks, err := p.start(pty)
@@ -159,7 +171,7 @@ func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hoo
 // start runs the shell command (a PTY's caller starts the process itself).
 func (p *proc) start(pty bool) (job.Hooks, error) {
 	cfg, cmd := p.cfg, p.cmd
-	hooks := job.Hooks{Cancel: p.requestCancel, Done: p.done, ReadOutput: p.buf.ReadDelta}
+	hooks := job.Hooks{Cancel: p.requestCancel, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta}
 	prepareHost()
 	if !cfg.NoSubreaper {
 		_ = becomeSubreaper()
@@ -188,7 +200,7 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 		if err != nil {
 			outR.Close()
 			errR.Close()
-			p.done <- job.Outcome{Status: job.Failed, Detail: "Error: " + err.Error()}
+			p.finish(job.Outcome{Status: job.Failed, Detail: "Error: " + err.Error()})
 			return hooks, nil
 		}
 		p.readers = []io.ReadCloser{outR, errR}
@@ -312,7 +324,7 @@ loop:
 		}
 	default:
 	}
-	p.done <- p.outcome(res, cause, panicVal, lastSig)
+	p.finish(p.outcome(res, cause, panicVal, lastSig))
 }
 
 // live reports whether any process of the job is still alive.

@@ -71,7 +71,7 @@ func PTY(command string, cfg Config) (job.Spec, *Terminal) {
 		ptmx, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: DefaultRows, Cols: DefaultCols},
 			&syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
 		if err != nil {
-			p.done <- job.Outcome{Status: job.Failed, Detail: "Error: " + err.Error()}
+			p.finish(job.Outcome{Status: job.Failed, Detail: "Error: " + err.Error()})
 			return hooks, nil
 		}
 		term.ptmx.Store(ptmx)

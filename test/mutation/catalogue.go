@@ -30,7 +30,7 @@ type Bug struct {
 var Catalogue = []Bug{
 	{
 		Switch: job.PlantedCheckThenActSettle, Const: "job.PlantedCheckThenActSettle",
-		What:  "the Done watcher settles from a published copy of the job's state, outside the job actor",
+		What:  "the Done watcher or OnSettle delivery settles from a published copy of the job's state, outside the job actor",
 		Suite: "./test/settle", Test: "TestMutation_CheckThenActSettle",
 		Oracle:  "porcupine settlement model + exact counters",
 		Oracles: []Oracle{SettleModel, SettleCommits, SettleAnnounce, SettleReplies},

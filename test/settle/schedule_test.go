@@ -130,7 +130,15 @@ type producer struct {
 	cancel cancelMode
 	stream bool // a stream kind: ReadOutput present (reads consume; their text is not modelled)
 	done   chan job.Outcome
-	bg     *sync.WaitGroup // its own goroutines (late settles)
+	// settler, when set, is how the producer settles (Hooks.OnSettle) in place of
+	// done: the outcome reaches the job actor on the offering goroutine, with no
+	// Done watcher in between. A Settler cannot be closed without a value.
+	settler *job.Settler
+	// busy counts the producer hooks running now (Cancel, ReadOutput); overlaps
+	// counts the calls that found another one running (Hooks: one call at a time,
+	// Cancel never together with ReadOutput).
+	busy, overlaps atomic.Int32
+	bg             *sync.WaitGroup // its own goroutines (late settles)
 
 	mu struct {
 		sync.Mutex
@@ -146,8 +154,15 @@ type cancelEntry struct {
 
 func (p *producer) run() (job.Hooks, error) {
 	h := job.Hooks{Cancel: p.onCancel, Done: p.done}
+	if p.settler != nil {
+		h.Done, h.OnSettle = nil, p.settler.OnSettle
+	}
 	if p.stream {
-		h.ReadOutput = func() (string, error) { return "chunk", nil }
+		h.ReadOutput = func() (string, error) {
+			defer p.enterHook()()
+			p.noise()
+			return "chunk", nil
+		}
 	}
 	return h, nil
 }
@@ -161,6 +176,10 @@ func (p *producer) offer(source string, o job.Outcome, closed bool) bool {
 	}
 	p.mu.sent = true
 	p.h.Open(0, harness.Input{Op: harness.OpOffer, Source: source, Outcome: o, Closed: closed})
+	if p.settler != nil {
+		p.settler.Settle(o) // generate never draws a closed Done for a settler
+		return true
+	}
 	if closed {
 		close(p.done)
 	} else {
@@ -171,7 +190,17 @@ func (p *producer) offer(source string, o job.Outcome, closed bool) bool {
 
 var killedBySignal = job.Outcome{Status: job.Killed, Detail: "signal: SIGTERM"}
 
+// enterHook marks a producer hook running until the returned function is called.
+func (p *producer) enterHook() (leave func()) {
+	if p.busy.Add(1) > 1 {
+		p.overlaps.Add(1)
+	}
+	return func() { p.busy.Add(-1) }
+}
+
 func (p *producer) onCancel(reason string) error {
+	defer p.enterHook()()
+	p.noise()
 	p.mu.Lock()
 	panics := p.cancel == cancelPanics || (p.cancel == cancelPanicsOnce && len(p.mu.cancels) == 0)
 	e := cancelEntry{reason: reason}
@@ -220,7 +249,12 @@ func (p *producer) complete(k doneKind) {
 		p.offer("producer", job.Outcome{Status: job.Stopping, Detail: "still going", Output: "partial"}, false)
 	case doneTwice:
 		if p.offer("producer", job.Outcome{Status: job.Completed, Detail: "exit code: 0", Output: "first"}, false) {
-			p.done <- job.Outcome{Status: job.Failed, Detail: "second outcome"} // never read (room for 2)
+			second := job.Outcome{Status: job.Failed, Detail: "second outcome"}
+			if p.settler != nil {
+				p.settler.Settle(second) // ignored: only the first counts
+			} else {
+				p.done <- second // never read (room for 2)
+			}
 		}
 	}
 }
@@ -368,6 +402,9 @@ func (w *world) teardown(name, reason string, removes bool, dispose func() error
 func (w *world) generate() []action {
 	r := w.rng
 	k := doneKind(r.IntN(len(doneKindNames)))
+	if k == doneClosed && w.prod.settler != nil {
+		k = doneUnknown // a Settler has no "closed without a value"
+	}
 	acts := []action{{"producer-done(" + doneKindNames[k] + ")", func() { w.prod.complete(k) }}}
 	ownerTeardown, serviceDispose := false, false
 	for n := 2 + r.IntN(6); n > 0; n-- {
@@ -532,8 +569,8 @@ func runSchedule(sc schedule) (v verdict) {
 		}
 	}
 	if len(v.violations) > 0 {
-		v.history = fmt.Sprintf("producer cancel=%s stream=%v owned=%v; actions %s\n%s",
-			cancelModeNames[w.prod.cancel], w.prod.stream, w.agent != nil, strings.Join(names, ", "),
+		v.history = fmt.Sprintf("producer cancel=%s stream=%v onSettle=%v owned=%v; actions %s\n%s",
+			cancelModeNames[w.prod.cancel], w.prod.stream, w.prod.settler != nil, w.agent != nil, strings.Join(names, ", "),
 			harness.DescribeHistory(hist))
 	}
 	return v
@@ -582,6 +619,11 @@ func (w *world) setup() error {
 	}
 	w.prod = &producer{h: w.h, noise: w.noise, cancel: cancelMode(w.rng.IntN(len(cancelModeNames))),
 		stream: w.rng.IntN(4) == 0, done: make(chan job.Outcome, 2), bg: &w.bg}
+	if w.sc.seed&(1<<9) != 0 {
+		// Half the schedules settle through OnSettle, half through Done (drawn from
+		// the seed, not the rng, so each seed's schedule is the same either way).
+		w.prod.settler = &job.Settler{}
+	}
 	spec := job.Spec{Kind: "bash", Label: "settle race", Owner: w.agent, Run: w.prod.run}
 	if id, err := jobs.Start(context.Background(), spec); err != nil || id != jobA {
 		return fmt.Errorf("start %s: %q, %v", jobA, id, err)
@@ -600,6 +642,9 @@ func (w *world) finalChecks(v *verdict, in *fault.Injector, winner *messages.Job
 	want := 1
 	if len(w.bystand.Cancels()) > 0 {
 		want = 2
+	}
+	if n := w.prod.overlaps.Load(); n > 0 {
+		v.failf("producer hooks overlapped %d times: Cancel and ReadOutput ran together", n)
 	}
 	if got := in.Hits(registry.PointSettleCommit); got != want {
 		v.oraclef(mutation.SettleCommits, "settlement commits: got %d, want %d (one per settled job)", got, want)

@@ -115,6 +115,11 @@ func TestBadInput_FailingRunRegistersNothing(t *testing.T) {
 		{"Run returns nil Cancel", func() (job.Hooks, error) {
 			return job.Hooks{Done: make(chan job.Outcome)}, nil
 		}, messages.ErrInvalidSpec, "invalid job hooks: Cancel is nil (a producer must return Cancel and Done)"},
+		{"Run returns both Done and OnSettle", func() (job.Hooks, error) {
+			var s job.Settler
+			return job.Hooks{Cancel: func(r string) error { cancels = append(cancels, r); return nil },
+				Done: make(chan job.Outcome), OnSettle: s.OnSettle}, nil
+		}, messages.ErrInvalidSpec, "invalid job hooks: both Done and OnSettle are set (a producer settles through one of them)"},
 	}
 	for _, tc := range cases {
 		for _, owned := range []bool{false, true} {
@@ -130,7 +135,7 @@ func TestBadInput_FailingRunRegistersNothing(t *testing.T) {
 		}
 	}
 	// A producer whose hooks were refused was told to release what it started.
-	require.Len(t, cancels, 2)
+	require.Len(t, cancels, 4)
 	require.Empty(t, changed.Owners(), "a refused start fired onJobsChanged")
 	requireNothingRegistered(t, sys, "bash-1", "alice")
 	// alice's bucket is untouched: she can still start her full quota.

@@ -36,6 +36,7 @@ func TestSpec038_DoneClosedWithoutOutcomeSettlesFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sys, logs := troupetest.Served(t)
 			p := troupetest.NewProducer()
+			p.Channel = tc.name == "closed" // the other cases go through OnSettle
 			id := start(t, sys, p.Spec(nil))
 			tc.settle(p)
 			snap := troupetest.Settled(t, sys, id, registry.NoCaller)

@@ -307,13 +307,13 @@ func (m *Mount) background(call tools.Call, req subagent.Request) tools.Result {
 	parent := call.Caller.Agent()
 	id, err := m.deps.Jobs.Start(context.Background(), job.Spec{Kind: JobKind, Label: req.Label, Owner: parent, Run: func() (job.Hooks, error) {
 		jctx, cancel := context.WithCancelCause(context.Background())
-		done := make(chan job.Outcome, 1)
+		done := &job.Settler{}
 		go func() {
 			o := m.runJob(jctx, req, parent)
 			cancel(nil)
-			done <- o
+			done.Settle(o)
 		}()
-		return job.Hooks{Cancel: func(reason string) error { cancel(killCause(reason)); return nil }, Done: done}, nil
+		return job.Hooks{Cancel: func(reason string) error { cancel(killCause(reason)); return nil }, OnSettle: done.OnSettle}, nil
 	}})
 	if err != nil {
 		return tools.ErrorResult(err)

@@ -143,16 +143,16 @@ func (m *Mount) startJob(rs *runState, p *workflow.Prepared, gate <-chan struct{
 			if err != nil {
 				return job.Hooks{}, err
 			}
-			outcome := make(chan job.Outcome, 1)
+			outcome := &job.Settler{}
 			go func() {
 				s := rs.collect(run)
 				out <- s
 				if gate != nil {
 					<-gate
 				}
-				outcome <- m.outcome(rs, s)
+				outcome.Settle(m.outcome(rs, s))
 			}()
-			return job.Hooks{Cancel: func(reason string) error { run.Cancel(reason); return nil }, Done: outcome}, nil
+			return job.Hooks{Cancel: func(reason string) error { run.Cancel(reason); return nil }, OnSettle: outcome.OnSettle}, nil
 		}})
 	return id, out, err
 }

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// The settlement path's benchmarks beside bench_test.go's: kill → settled through
+// OnSettle and through a Done channel, with the latency's mean and p99.
+
+// untilCancelledDone is untilCancelled settling through a Done channel: the path
+// of a producer that has no OnSettle (one of up to 64 channels a watcher shard
+// selects over).
+func untilCancelledDone() (job.Hooks, error) {
+	ch := make(chan job.Outcome, 1)
+	return job.Hooks{Done: ch, Cancel: func(string) error {
+		select { // idempotent: only the first outcome is read anyway
+		case ch <- job.Outcome{Status: job.Killed}:
+		default:
+		}
+		return nil
+	}}, nil
+}
+
+// BenchmarkKillToSettledDone is BenchmarkKillToSettled for a producer that
+// settles through its Done channel.
+func BenchmarkKillToSettledDone(b *testing.B) { killToSettled(b, untilCancelledDone) }
+
+// killToSettled is the kill → settled loop: Kill of a running job whose Cancel
+// settles it killed, then AwaitSettled. Jobs are started killPool at a time with
+// the timer stopped (the unowned admission limit is raised to killPool). Every
+// op is timed on its own: mean-ns and p99-ns are reported beside ns/op.
+func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
+	r := newRig(b, func(c *troupe.Config) { l := int64(killPool); c.MaxConcurrentJobsPerOwner = &l })
+	jobs := r.sys.Jobs()
+	spec := job.Spec{Kind: kind, Label: "killable", Run: run}
+	ids := make([]string, 0, killPool)
+	refill := func() {
+		for len(ids) < killPool {
+			id, err := jobs.Start(context.Background(), spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	refill()
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(ids) == 0 {
+			b.StopTimer()
+			refill()
+			b.StartTimer()
+		}
+		id := ids[len(ids)-1]
+		ids = ids[:len(ids)-1]
+		t0 := time.Now()
+		res, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{})
+		if err != nil || res != messages.KillResult_KILL_RESULT_REQUESTED {
+			b.Fatalf("kill %s: %v, %v", id, res, err)
+		}
+		snap, err := jobs.AwaitSettled(ctx, id, registry.NoCaller)
+		if err != nil || snap.Status != job.Killed {
+			b.Fatalf("await %s: %v, %v", id, snap, err)
+		}
+		lat = append(lat, time.Since(t0))
+		<-r.done // the listener fired before AwaitSettled was answered
+	}
+	reportLatency(b, lat)
+}
+
+// reportLatency reports the mean and the 99th percentile of lat (nearest rank).
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	slices.Sort(lat)
+	p99 := lat[min(len(lat)-1, (len(lat)*99+99)/100-1)]
+	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns")
+	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns")
+}

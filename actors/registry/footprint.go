@@ -21,10 +21,10 @@ type Footprint struct {
 	// History counts the entries of the Retention queues (retention.go): each
 	// owner's and the unowned bucket's settled records, and the age queue, lazily
 	// deleted entries included. Zero without a bound; with one, O(Jobs).
-	History int
-	Observers   int // jobs with AwaitSettled callers pending
-	Causes      int // stop causes kept for the supervision tree
-	Crashed     int // crashed job actors not yet stopped
+	History   int
+	Observers int // jobs with AwaitSettled callers pending
+	Causes    int // stop causes kept for the supervision tree
+	Crashed   int // crashed job actors not yet stopped
 	// Observer registrations (a scope's mounts stay until it is disposed).
 	Registrations int
 	Layers        int

@@ -58,10 +58,10 @@ func newRetentionEnv(t *testing.T, owners int, mutate func(*troupe.Config)) *ret
 }
 
 // run starts n jobs that settle at once, round-robin over the agents and the
-// unowned bucket (nil), at most 8 per owner in flight (under the admission limit),
-// and returns the ids of the first and the last `keep` of them (a test that kept
+// unowned bucket (nil), at most 8 per owner (under the admission limit) and window
+// in all in flight, and returns the ids of the first and the last `keep` of them (a test that kept
 // every id would itself hold memory linear in n).
-func (e *retentionEnv) run(t *testing.T, n, keep int) (first, last []string) {
+func (e *retentionEnv) run(t *testing.T, n, keep, window int) (first, last []string) {
 	t.Helper()
 	inflight := map[string]int{}
 	total := 0
@@ -72,7 +72,7 @@ func (e *retentionEnv) run(t *testing.T, n, keep int) (first, last []string) {
 			a = e.agents[k]
 			session = a.Session()
 		}
-		for inflight[session] == 8 {
+		for inflight[session] == 8 || total == window {
 			inflight[<-e.done]--
 			total--
 		}
@@ -159,13 +159,18 @@ func TestRetentionBoundsHistory(t *testing.T) {
 	const owners, keep = 4, 10
 	e := newRetentionEnv(t, owners, func(c *troupe.Config) { c.Retention = troupe.Retention{PerOwner: keep} })
 	warmProcessRegistry(e.sys)
-	first, _ := e.run(t, warmup, 2*(owners+1))
+	first, _ := e.run(t, warmup, 2*(owners+1), 40)
 	quiesce(t, e.sys)
 	base := liveHeap()
 	n := churnCount()
 	// ids are the last 2×keep rounds: n is a multiple of owners+1, so ids[k] is
 	// agent k%(owners+1)'s job (owners: the unowned bucket).
-	_, ids := e.run(t, n, 2*keep*(owners+1))
+	// Retention keeps the last settled, and with 8 in flight per owner jobs settle
+	// out of registration order: the last 2×keep rounds run one at a time, so they
+	// settle in registration order.
+	tail := 2 * keep * (owners + 1)
+	e.run(t, n-tail, 0, 40)
+	_, ids := e.run(t, tail, tail, 1)
 	f := quiesce(t, e.sys)
 	after := liveHeap()
 	grew := int64(after) - int64(base)
@@ -244,9 +249,9 @@ func TestRetentionMaxAgeEvictsWithoutTimers(t *testing.T) {
 	require.NoError(t, err)
 	alice, bob := e.agents[0], e.agents[1]
 
-	old, _ := e.run(t, 3, 3) // alice, bob, unowned: settled at t0
+	old, _ := e.run(t, 3, 3, 40) // alice, bob, unowned: settled at t0
 	clock.add(3 * time.Second)
-	newer, _ := e.run(t, 3, 3) // settled at t0+3s
+	newer, _ := e.run(t, 3, 3, 40) // settled at t0+3s
 	p := troupetest.NewProducer()
 	liveID, err := e.sys.Jobs().Start(ctx, p.Spec(alice))
 	require.NoError(t, err)

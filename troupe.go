@@ -74,7 +74,16 @@ type Config struct {
 	// AfterFunc arms the SettleTimeout timers: it calls f once after d and returns
 	// the timer's stop. nil means time.AfterFunc; tests pass a fake clock's.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Retention is opt-in bounded job history (zero: off, SPEC's semantics stand —
+	// a settled record stays until its owner is torn down): at most PerOwner
+	// settled records per owner incarnation (and as many unowned), and none older
+	// than MaxAge by Clock. An evicted job is gone from every table; looking it up
+	// answers as for an unknown id ("unknown job <id>", job/not-found).
+	Retention Retention
 }
+
+// Retention bounds the settled job history; see registry.Retention.
+type Retention = registry.Retention
 
 // DefaultConfig returns the defaults with every optional value left unset.
 func DefaultConfig() Config { return Config{} }
@@ -89,7 +98,7 @@ func (c Config) Validate() error {
 		return messages.Errorf(messages.CodeInvalidConfig,
 			"invalid settleTimeout: expected zero (off) or a positive duration, got %s", c.SettleTimeout)
 	}
-	return nil
+	return c.Retention.Validate()
 }
 
 // System is one troupe runtime: a protoactor actor system, its global Scope and
@@ -172,6 +181,7 @@ func New(cfg Config) (*System, error) {
 		Inspector:                 tree.PID(),
 		SettleTimeout:             cfg.SettleTimeout,
 		AfterFunc:                 cfg.AfterFunc,
+		Retention:                 cfg.Retention,
 	}, s.stopped)
 	if err != nil {
 		_ = tree.Stop(context.Background())

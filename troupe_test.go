@@ -24,6 +24,13 @@ func TestConfigValidate(t *testing.T) {
 	}
 	max := int64(1<<53 - 1)
 	require.NoError(t, troupe.Config{MaxConcurrentJobsPerOwner: &max}.Validate())
+	for _, r := range []troupe.Retention{{PerOwner: -1}, {MaxAge: -time.Second}, {MaxAge: time.Microsecond}} {
+		cfg := troupe.Config{Retention: r}
+		require.ErrorIs(t, cfg.Validate(), messages.ErrInvalidConfig, "retention %+v", r)
+		_, err := troupe.New(cfg)
+		require.ErrorIs(t, err, messages.ErrInvalidConfig)
+	}
+	require.NoError(t, troupe.Config{Retention: troupe.Retention{PerOwner: 10, MaxAge: time.Hour}}.Validate())
 }
 
 func TestShutdownIsIdempotentAndTearsDownJobs(t *testing.T) {

@@ -75,14 +75,57 @@ func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, 
 // jobActor owns one live job: its hooks, its settlement core and its pending waits.
 // Once settled it hands the job to the registry (Settled) and forwards anything it
 // still receives there; the registry poisons it after committing.
+//
+// An idle job's actor is its Config, a 16-byte Core, its Watch and a nil pointer:
+// what only a wait, a kill or a teardown needs is allocated with the first of them
+// (jobMore). It has handed its job off exactly when its core has settled.
 type jobActor struct {
-	cfg       Config // by value: a separate Config was another 48 B per live job
-	core      Core
-	waits     map[uint64]*Wait // allocated on the first wait
-	handedOff bool
-	watch     *Watch
+	cfg   Config // by value: a separate Config was another 48 B per live job
+	core  Core
+	watch *Watch
+	more  *jobMore // nil until the first wait, Cancel or SettleTimeout timer
+}
+
+// jobMore is the part of a job actor that only waits, kills and teardowns use.
+type jobMore struct {
+	waits     map[uint64]*Wait
 	cancel    *cancelling // the producer's Cancel in flight, nil when none
 	stopTimer func() bool // the armed SettleTimeout timer's stop, nil when none
+}
+
+func (a *jobActor) extra() *jobMore {
+	if a.more == nil {
+		a.more = &jobMore{}
+	}
+	return a.more
+}
+
+// handedOff reports whether the job has settled: its decision went to the registry
+// (Settled), which answers for it from now on.
+func (a *jobActor) handedOff() bool { return !a.core.Live() }
+
+// cancelling returns the producer's Cancel in flight, nil when none.
+func (a *jobActor) cancelling() *cancelling {
+	if a.more == nil {
+		return nil
+	}
+	return a.more.cancel
+}
+
+// stopTimer returns the armed SettleTimeout timer's stop, nil when none.
+func (a *jobActor) stopTimer() func() bool {
+	if a.more == nil {
+		return nil
+	}
+	return a.more.stopTimer
+}
+
+// waits returns the pending waits by token (nil when none).
+func (a *jobActor) waits() map[uint64]*Wait {
+	if a.more == nil {
+		return nil
+	}
+	return a.more.waits
 }
 
 // cancelling is a producer Cancel running on its own goroutine (so a Cancel that
@@ -139,7 +182,7 @@ func (a *jobActor) Receive(c actor.Context) {
 	case *cancelDone:
 		a.cancelReturned(c, m.err)
 	case *settleTimedOut:
-		a.stopTimer = nil
+		a.extra().stopTimer = nil
 		if a.core.Live() && a.core.Status() == Stopping {
 			a.forceFail(c, &ForceFail{Detail: TextSettleTimeout,
 				Warn: fmt.Sprintf("jobs: job %s did not stop within %s after it was killed; job record forced failed and work may be orphaned", a.cfg.ID, a.cfg.SettleTimeout)})
@@ -147,13 +190,13 @@ func (a *jobActor) Receive(c actor.Context) {
 	case *ForceFail:
 		a.forceFail(c, m)
 	case *doneMsg, *Read, *Kill, *Teardown:
-		if a.cancel != nil && !a.handedOff {
-			a.cancel.deferred = append(a.cancel.deferred, m)
+		if cn := a.cancelling(); cn != nil && !a.handedOff() {
+			cn.deferred = append(cn.deferred, m)
 			return
 		}
 		a.hooked(c, m)
 	case *Wait:
-		if a.handedOff {
+		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
 			return
 		}
@@ -162,24 +205,25 @@ func (a *jobActor) Receive(c actor.Context) {
 			return
 		}
 		a.core.AddWaiter(m.Token)
-		if a.waits == nil {
-			a.waits = map[uint64]*Wait{}
+		more := a.extra()
+		if more.waits == nil {
+			more.waits = map[uint64]*Wait{}
 		}
-		a.waits[m.Token] = m
+		more.waits[m.Token] = m
 		if fault.Point(PointCrash) {
 			panic("jobs: planted job actor crash (" + PointCrash + ")")
 		}
 	case *WaitEnd:
-		if a.handedOff {
+		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
 			return
 		}
-		if w := a.waits[m.Token]; w != nil && a.core.RemoveWaiter(m.Token) {
-			delete(a.waits, m.Token)
+		if w := a.waits()[m.Token]; w != nil && a.core.RemoveWaiter(m.Token) {
+			delete(a.more.waits, m.Token)
 			a.endWait(w)
 		}
 	case *CountWaiters:
-		if a.handedOff {
+		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
 			return
 		}
@@ -191,7 +235,7 @@ func (a *jobActor) Receive(c actor.Context) {
 			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s refused a wire %T sent straight to its actor (from %v): the registry serves job requests", a.cfg.ID, m, c.Sender()))
 		}
 	case *actor.Stopping:
-		if !a.handedOff {
+		if !a.handedOff() {
 			// Stopped before its producer settled (a panic in this actor, or a stop from
 			// outside): settle failed so no waiter hangs and the slot is freed.
 			a.watch.Remove()
@@ -267,13 +311,14 @@ func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
 	d, _ := a.core.Settle(o)
 	replies := make([]chan<- WaitResult, len(d.Waiters))
 	for i, t := range d.Waiters {
-		replies[i] = a.waits[t].Reply
+		replies[i] = a.waits()[t].Reply
 	}
-	a.waits = nil
-	a.handedOff = true
-	if a.stopTimer != nil {
-		a.stopTimer()
-		a.stopTimer = nil
+	if m := a.more; m != nil {
+		m.waits = nil
+		if m.stopTimer != nil {
+			m.stopTimer()
+			m.stopTimer = nil
+		}
 	}
 	now := max(a.cfg.Now(), a.cfg.StartedAt)
 	c.Send(a.cfg.Registry, &Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput})
@@ -284,9 +329,9 @@ func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
 // its own timeout or abort would (SPEC §1.3 rule 11).
 func (a *jobActor) endExpiredWaits() {
 	for _, t := range append([]uint64(nil), a.core.Waiters()...) {
-		if w := a.waits[t]; w.Ctx.Err() != nil {
+		if w := a.waits()[t]; w.Ctx.Err() != nil {
 			a.core.RemoveWaiter(t)
-			delete(a.waits, t)
+			delete(a.more.waits, t)
 			a.endWait(w)
 		}
 	}
@@ -307,7 +352,7 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 		}
 		a.settle(c, o, false)
 	case *Read:
-		if a.handedOff {
+		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
 			return
 		}
@@ -327,7 +372,7 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 		}
 		m.Reply <- ReadResult{Text: text, Snapshot: a.snapshot()}
 	case *Kill:
-		if a.handedOff {
+		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
 			return
 		}
@@ -337,7 +382,7 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 		}
 		a.startCancel(c, m.Reason, m)
 	case *Teardown:
-		if a.handedOff {
+		if a.handedOff() {
 			return
 		}
 		a.startCancel(c, m.Reason, m)
@@ -349,7 +394,7 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 // A Cancel that blocks holds up nobody but this job: the job's waits, the registry,
 // every other job and the caller's ctx go on.
 func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
-	a.cancel = &cancelling{req: req}
+	a.extra().cancel = &cancelling{req: req}
 	cancel := a.cfg.Hooks.Cancel
 	if cancel == nil {
 		a.cancelReturned(c, nil)
@@ -367,15 +412,15 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 // for a kill, §2.11's cancel-for-teardown for a teardown), then handles what was
 // held meanwhile, in arrival order, until the next Cancel starts.
 func (a *jobActor) cancelReturned(c actor.Context, err error) {
-	cn := a.cancel
+	cn := a.cancelling()
 	if cn == nil {
 		return
 	}
-	a.cancel = nil
+	a.more.cancel = nil
 	switch m := cn.req.(type) {
 	case *Kill:
 		switch {
-		case a.handedOff:
+		case a.handedOff():
 			c.Send(a.cfg.Registry, m) // forced failed meanwhile: already-finished
 		case err != nil:
 			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
@@ -386,7 +431,7 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 		}
 	case *Teardown:
 		switch {
-		case a.handedOff:
+		case a.handedOff():
 		case err != nil:
 			// The teardown's claim (SPEC §2.11 step 1) is recorded once Cancel has
 			// returned: nothing observes the job meanwhile except the waits a forced
@@ -407,8 +452,8 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 // drainDeferred handles held messages until one starts a Cancel, which holds the rest.
 func (a *jobActor) drainDeferred(c actor.Context, held []any) {
 	for i, m := range held {
-		if a.cancel != nil && !a.handedOff {
-			a.cancel.deferred = append(a.cancel.deferred, held[i:]...)
+		if cn := a.cancelling(); cn != nil && !a.handedOff() {
+			cn.deferred = append(cn.deferred, held[i:]...)
 			return
 		}
 		a.hooked(c, m)
@@ -419,7 +464,7 @@ func (a *jobActor) drainDeferred(c actor.Context, held []any) {
 // Its firing is a message to this actor (settleTimedOut).
 func (a *jobActor) armSettleTimer(c actor.Context) {
 	d := a.cfg.SettleTimeout
-	if d <= 0 || a.stopTimer != nil || !a.core.Live() {
+	if d <= 0 || a.stopTimer() != nil || !a.core.Live() {
 		return
 	}
 	after := a.cfg.AfterFunc
@@ -427,20 +472,20 @@ func (a *jobActor) armSettleTimer(c actor.Context) {
 		after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	root, self := c.ActorSystem().Root, c.Self()
-	a.stopTimer = after(d, func() { root.Send(self, &settleTimedOut{}) })
+	a.extra().stopTimer = after(d, func() { root.Send(self, &settleTimedOut{}) })
 }
 
 // forceFail settles the job failed now (SettleTimeout, or Shutdown's deadline): its
 // Done is no longer watched, an in-flight Cancel's request is answered as for a
 // settled job, and everything held is handed on.
 func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
-	if a.handedOff || !a.core.Live() {
+	if a.handedOff() || !a.core.Live() {
 		return
 	}
 	if m.Warn != "" {
 		a.cfg.Logger.Warn(m.Warn)
 	}
-	neverCancelled := a.cancel == nil && a.core.Status() == Running
+	neverCancelled := a.cancelling() == nil && a.core.Status() == Running
 	a.watch.Remove()
 	a.settle(c, Outcome{Status: Failed, Detail: m.Detail}, false)
 	a.releaseCancel(c)
@@ -456,11 +501,11 @@ func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
 // flight — which may never return — as for a settled job (a kill: already-finished),
 // and hands on everything held.
 func (a *jobActor) releaseCancel(c actor.Context) {
-	cn := a.cancel
-	if cn == nil || !a.handedOff {
+	cn := a.cancelling()
+	if cn == nil || !a.handedOff() {
 		return
 	}
-	a.cancel = nil
+	a.more.cancel = nil
 	if k, ok := cn.req.(*Kill); ok {
 		c.Send(a.cfg.Registry, k)
 	}

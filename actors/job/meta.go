@@ -1,15 +1,29 @@
 package job
 
-import "github.com/troupe-rt/troupe/messages"
+import (
+	"strings"
 
-// Meta is the immutable part of a job's record, fixed at registration.
+	"github.com/troupe-rt/troupe/messages"
+)
+
+// Meta is the immutable part of a job's record, fixed at registration. Its kind is
+// not stored: an id is "<kind>-<n>", so Kind reads it off the id (16 B less per
+// record, live or settled).
 type Meta struct {
-	ID               string
-	Kind             string
+	ID               string // "<kind>-<n>"
 	Label            string
 	OutputLimitBytes *int64  // present only when the spec gave it
 	OwnerSession     *string // present only for owned jobs
 	StartedAt        int64   // Unix milliseconds
+}
+
+// Kind returns the job's kind: its id up to the last '-' (a kind may contain '-';
+// the counter after it does not).
+func (m *Meta) Kind() string {
+	if i := strings.LastIndexByte(m.ID, '-'); i >= 0 {
+		return m.ID[:i]
+	}
+	return m.ID
 }
 
 // Snapshot builds a fresh snapshot (SPEC §2.12). detail and finishedAt are
@@ -17,7 +31,7 @@ type Meta struct {
 func (m *Meta) Snapshot(status Status, detail *string, finishedAt *int64, reported bool) *messages.JobSnapshot {
 	return &messages.JobSnapshot{
 		Id:               m.ID,
-		Kind:             m.Kind,
+		Kind:             m.Kind(),
 		Label:            m.Label,
 		OutputLimitBytes: m.OutputLimitBytes,
 		OwnerSession:     m.OwnerSession,

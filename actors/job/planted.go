@@ -3,7 +3,6 @@
 package job
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -88,8 +87,7 @@ func newPlantedFastSettle(a *jobActor, root *actor.RootContext, self *actor.PID)
 
 // publish runs on the job actor, after each message.
 func (p *plantedFastSettle) publish(a *jobActor) {
-	c := a.core
-	c.waiters = slices.Clone(c.waiters)
+	c := a.core.Clone()
 	p.pub.Store(&c)
 }
 

@@ -9,12 +9,45 @@ import (
 // claims and reasons, teardown, and the pending waiters. It has no goroutines, no
 // clock and no actor import; the shell (actor.go) feeds it events in mailbox order
 // and carries out its decisions.
+//
+// It is 16 bytes while the job is idle: what only a kill reason or a wait needs is
+// allocated with the first of them (coreMore).
 type Core struct {
-	status     Status
-	claimed    bool // a claiming kill has returned requested
-	teardown   bool // a teardown cancel has begun
+	status   Status
+	claimed  bool // a claiming kill has returned requested
+	teardown bool // a teardown cancel has begun
+	more     *coreMore
+}
+
+// coreMore is the part of a Core that only a kill with a reason or a wait needs.
+type coreMore struct {
 	killReason string
 	waiters    []uint64 // pending wait tokens, in registration order
+}
+
+func (c *Core) extra() *coreMore {
+	if c.more == nil {
+		c.more = &coreMore{}
+	}
+	return c.more
+}
+
+// Clone returns a copy of c that shares nothing with it.
+func (c *Core) Clone() Core {
+	d := *c
+	if c.more != nil {
+		m := *c.more
+		m.waiters = slices.Clone(m.waiters)
+		d.more = &m
+	}
+	return d
+}
+
+func (c *Core) killReason() string {
+	if c.more == nil {
+		return ""
+	}
+	return c.more.killReason
 }
 
 // NewCore returns the core of a job that has just started running.
@@ -39,7 +72,7 @@ func (c *Core) KillLanded(claim bool, reason string) {
 	}
 	c.status = Stopping
 	if reason != "" {
-		c.killReason = CleanReason(reason) // the registry cleaned it already; the core holds the bound itself
+		c.extra().killReason = CleanReason(reason) // the registry cleaned it already; the core holds the bound itself
 	}
 	if claim {
 		c.claimed = true
@@ -63,20 +96,25 @@ func (c *Core) TeardownCancelled() {
 }
 
 // AddWaiter counts a pending wait.
-func (c *Core) AddWaiter(token uint64) { c.waiters = append(c.waiters, token) }
+func (c *Core) AddWaiter(token uint64) { m := c.extra(); m.waiters = append(m.waiters, token) }
 
 // RemoveWaiter un-counts a wait that ended by timeout or abort; false if it was not pending.
 func (c *Core) RemoveWaiter(token uint64) bool {
-	i := slices.Index(c.waiters, token)
+	i := slices.Index(c.Waiters(), token)
 	if i < 0 {
 		return false
 	}
-	c.waiters = slices.Delete(c.waiters, i, i+1)
+	c.more.waiters = slices.Delete(c.more.waiters, i, i+1)
 	return true
 }
 
 // Waiters returns the pending wait tokens in registration order.
-func (c *Core) Waiters() []uint64 { return c.waiters }
+func (c *Core) Waiters() []uint64 {
+	if c.more == nil {
+		return nil
+	}
+	return c.more.waiters
+}
 
 // Decision is a settlement: what to record and whom to release.
 type Decision struct {
@@ -97,21 +135,22 @@ func (c *Core) Settle(o Outcome) (Decision, bool) {
 	// The producer's text enters here: valid UTF-8, and the detail bounded
 	// (MaxDetailBytes; the kill reason was bounded when the kill arrived).
 	o.Detail = CleanDetail(o.Detail)
-	d := Decision{Status: o.Status, Output: ValidText(o.Output), Waiters: c.waiters}
+	reason := c.killReason()
+	d := Decision{Status: o.Status, Output: ValidText(o.Output), Waiters: c.Waiters()}
 	switch {
-	case o.Status == Killed && c.killReason != "":
+	case o.Status == Killed && reason != "":
 		d.HasDetail = true
-		d.Detail = c.killReason
+		d.Detail = reason
 		if o.Detail != "" {
-			d.Detail = o.Detail + "; " + c.killReason
+			d.Detail = o.Detail + "; " + reason
 		}
 	case o.Detail != "":
 		d.HasDetail, d.Detail = true, o.Detail
 	}
 	// Rule 4: a claiming kill the job outran (completed/failed) lapses.
-	d.Reported = len(c.waiters) > 0 || c.teardown || (c.claimed && o.Status == Killed)
+	d.Reported = len(d.Waiters) > 0 || c.teardown || (c.claimed && o.Status == Killed)
 	c.status = o.Status
-	c.waiters = nil
+	c.more = nil
 	return d, true
 }
 

@@ -139,6 +139,9 @@ type Config struct {
 	SettleTimeout time.Duration
 	// AfterFunc arms the SettleTimeout timers (nil: time.AfterFunc); tests inject one.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Retention bounds the settled history (retention.go); the zero value keeps
+	// every settled record until its owner's teardown (SPEC's semantics).
+	Retention Retention
 }
 
 // registryActor owns admission, ids, routing and listing, the observer layers and
@@ -173,12 +176,14 @@ type registryActor struct {
 }
 
 func newRegistryActor(cfg Config, client *Client) *registryActor {
+	idx := NewIndex()
+	idx.ret = cfg.Retention
 	return &registryActor{
 		cfg:         cfg,
 		spawner:     job.NewSpawner(cfg.Dispatcher),
 		client:      client,
 		adm:         NewAdmission(cfg.MaxConcurrentJobsPerOwner),
-		idx:         NewIndex(),
+		idx:         idx,
 		owners:      map[string]*ownerEntry{},
 		regs:        map[uint64]*registration{},
 		controllers: map[scope.ID]int{},
@@ -211,6 +216,7 @@ func (r *registryActor) Receive(c actor.Context) {
 			m.reply <- ListResult{Err: errDisposed()}
 			return
 		}
+		r.sweep()
 		recs, err := r.listAs(m.caller)
 		if err != nil {
 			m.reply <- ListResult{Err: err}

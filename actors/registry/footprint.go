@@ -18,9 +18,13 @@ type Footprint struct {
 	Jobs        int // records by id (live and settled, until removal)
 	Sessions    int // per-session record lists
 	Unowned     int // unowned records
-	Observers   int // jobs with AwaitSettled callers pending
-	Causes      int // stop causes kept for the supervision tree
-	Crashed     int // crashed job actors not yet stopped
+	// History counts the entries of the Retention queues (retention.go): each
+	// owner's and the unowned bucket's settled records, and the age queue, lazily
+	// deleted entries included. Zero without a bound; with one, O(Jobs).
+	History   int
+	Observers int // jobs with AwaitSettled callers pending
+	Causes    int // stop causes kept for the supervision tree
+	Crashed   int // crashed job actors not yet stopped
 	// Observer registrations (a scope's mounts stay until it is disposed).
 	Registrations int
 	Layers        int
@@ -41,6 +45,7 @@ func (r *registryActor) footprint() Footprint {
 		Jobs:          len(r.idx.byID),
 		Sessions:      len(r.idx.bySession),
 		Unowned:       len(r.idx.unowned),
+		History:       r.historyEntries(),
 		Observers:     len(r.observers),
 		Causes:        len(r.life.causes),
 		Crashed:       len(r.life.crashed),
@@ -64,4 +69,12 @@ func (c *Client) Footprint(ctx context.Context) (Footprint, error) {
 	case <-ctx.Done():
 		return Footprint{}, context.Cause(ctx)
 	}
+}
+
+func (r *registryActor) historyEntries() int {
+	n := len(r.idx.aged.q) + len(r.idx.unownedHist.q)
+	for _, o := range r.owners {
+		n += len(o.hist.q)
+	}
+	return n
 }

@@ -62,6 +62,7 @@ type ownerEntry struct {
 	chain    []scope.ID
 	cleanup  *scope.Effect // the jobs.ownerCleanup() effect in the owner's scope
 	records  []*record     // registration order
+	hist     history       // its settled records under a Retention bound, settlement order
 	tornDown bool
 	teardown *teardown // in progress
 }
@@ -78,6 +79,14 @@ type Index struct {
 	byID      map[string]*record
 	bySession map[string][]*record
 	unowned   []*record
+
+	// Retention (retention.go): the bounds, the unowned bucket's history, every
+	// retained record in settlement order when MaxAge is set, and the scratch list
+	// of what one call evicted.
+	ret         Retention
+	unownedHist history
+	aged        history
+	evicted     []*record
 }
 
 // NewIndex returns an empty index.
@@ -105,6 +114,7 @@ func (x *Index) removeOwner(o *ownerEntry) int {
 	if n == 0 {
 		return 0
 	}
+	x.forget(o)
 	for _, r := range o.records {
 		delete(x.byID, r.ID)
 	}
@@ -120,6 +130,8 @@ func (x *Index) removeOwner(o *ownerEntry) int {
 		x.bySession[o.session] = list
 	}
 	o.records = nil
+	o.hist = history{}
+	x.compact(&x.aged) // its entries there are now stale
 	return n
 }
 
@@ -158,4 +170,6 @@ func (x *Index) clear() {
 	x.byID = map[string]*record{}
 	x.bySession = map[string][]*record{}
 	x.unowned = nil
+	x.unownedHist = history{}
+	x.aged, x.evicted = history{}, nil
 }

@@ -44,6 +44,7 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			c.Respond(&messages.ListReply{Error: errorInfo(errDisposed())})
 			return true
 		}
+		r.sweep()
 		recs := r.idx.list(caller)
 		out := make([]*messages.JobSnapshot, len(recs))
 		for i, rec := range recs {

@@ -18,6 +18,7 @@ func (r *registryActor) access(id, caller string) (*record, error) {
 	if r.disposed {
 		return nil, errDisposed()
 	}
+	r.sweep()
 	rec := r.idx.get(id)
 	if rec == nil {
 		// The id is the caller's (the model's job_id): echoed bounded and valid.

@@ -60,6 +60,7 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 		w <- job.WaitResult{Snapshot: rec.snapshot()}
 	}
 	c.Poison(pid)
+	r.announceEvicted(r.idx.settled(rec, r.cfg.Now()), rec.owner, true)
 	r.fireChanged(rec.owner)
 	if !r.plantedAlreadyAnnounced(rec.ID) && !r.closed {
 		r.fireDone(rec)

@@ -135,7 +135,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	rec := &record{
 		Meta: job.Meta{
-			ID: id, Kind: spec.Kind, Label: spec.Label, OutputLimitBytes: spec.OutputLimitBytes,
+			ID: id, Label: spec.Label, OutputLimitBytes: spec.OutputLimitBytes,
 			StartedAt: r.cfg.Now(),
 		},
 		owner:  oe,

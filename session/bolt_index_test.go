@@ -45,11 +45,11 @@ func TestBoltResumeIndexesASessionWrittenWithoutTheIndex(t *testing.T) {
 		require.NoError(t, err)
 		snap, err := b.Load(ctx, "c1")
 		require.NoError(t, err)
-		want := snap.Resumed()
-		require.JSONEq(t, string(want.State), string(r.State))
-		require.JSONEq(t, string(want.Descriptor), string(r.Descriptor))
-		r.State, want.State, r.Descriptor, want.Descriptor = nil, nil, nil, nil
-		require.Equal(t, want, r)
+		want, got := snap.Resumed(), r
+		require.JSONEq(t, string(want.State), string(got.State))
+		require.JSONEq(t, string(want.Descriptor), string(got.Descriptor))
+		got.State, want.State, got.Descriptor, want.Descriptor = nil, nil, nil, nil
+		require.Equal(t, want, got)
 		return r
 	}
 	r := agrees()

@@ -19,8 +19,8 @@ type TurnRunner interface {
 type Turn struct {
 	Session      string
 	Depth        int
-	History      History   // completed turns, oldest first: its length at once, its messages on demand
-	Input        Message   // the inbox message (role "user")
+	History      History // completed turns, oldest first: its length at once, its messages on demand
+	Input        Message // the inbox message (role "user")
 	Persona      string
 	ToolFilter   *ToolFilter
 	OutputSchema json.RawMessage

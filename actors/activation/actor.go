@@ -2,11 +2,12 @@ package activation
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -112,8 +113,8 @@ type carry struct {
 	label    string
 	agent    *owner.Agent
 	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
-	ancestry map[string]bool // PIDs (Id) of the live ancestors at materialization
-	owned    map[string]bool // mirrors the core's owned children
+	ancestry []string        // PIDs (Id) of the live ancestors at materialization, nearest first
+	owned    map[string]bool // mirrors the core's owned children (nil: none yet)
 	announce bool            // some delivery was accepted in this epoch
 	runID    string          // the subagent/start event's run id, once announced
 	opened   bool            // this epoch opened a turn
@@ -174,6 +175,9 @@ func (a *activationActor) Receive(c actor.Context) {
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
+		if a.c.owned == nil {
+			a.c.owned = map[string]bool{}
+		}
 		a.c.owned[m.id] = true
 	case *dropChild:
 		delete(a.c.owned, m.id)
@@ -399,6 +403,9 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
 	a.cancel, a.token = nil, 0
+	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
+	// idle Activation keeps neither the turn's context nor its channel).
+	a.c.quiet, a.c.cancel = nil, nil
 	fault.Yield(PointActivationTurnEnd)
 	entries := make([]session.Entry, 0, len(m.produced)+1)
 	for _, p := range m.produced {
@@ -488,8 +495,11 @@ func SummaryLine(id, stop string) string {
 // newMessageID mints an inbox message id unique across processes: the restore plan
 // matches turn starts and ends to messages by id, so ids must never repeat within a
 // session, whichever process accepted them.
+// The 96 bits come from the runtime's per-thread ChaCha8 generator (math/rand/v2,
+// seeded from the OS at start): unique, without a system call per message.
 func newMessageID() string {
 	var b [12]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
 	return "msg-" + hex.EncodeToString(b[:])
 }

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -156,22 +157,20 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		}
 		return nil, err
 	}
-	ancestry := map[string]bool{parent.PID().Id: true}
+	ancestry := []string{parent.PID().Id}
 	for cur := parent.PID().Id; ; {
 		pid, ok := d.byAgent[cur]
 		if !ok {
 			break
 		}
 		cur = d.acts[pid].parent.PID().Id
-		ancestry[cur] = true
+		ancestry = append(ancestry, cur)
 	}
-	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: ancestry, owned: map[string]bool{}}
-	first := true
+	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry)}
+	first := &res // the first incarnation's; the producer lets go of it
 	props := actor.PropsFromProducer(func() actor.Actor {
 		a := &activationActor{m: d.m, c: cr, core: NewCore()}
-		if first { // a restart re-creates the actor, which restores from the store
-			a.res, first = &res, false
-		}
+		a.res, first = first, nil // a restart re-creates the actor, which resumes from the store
 		return a
 	})
 	if d.m.deps.Dispatcher != nil {

@@ -340,6 +340,7 @@ const memActivations = 1_000
 // Reports B/activation and goroutines/activation. One op is one whole measurement
 // on a fresh System.
 func BenchmarkMemoryIdleActivation(b *testing.B) {
+	exactHeapProfile("TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	b.ReportAllocs()
 	var per, gor float64
 	for i := 0; i < b.N; i++ {
@@ -413,6 +414,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	}
 	r.awaitIdle(b, n)
 	after := heapInUse()
+	writeHeapProfile(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	bytesPer = float64(after-before) / float64(n)
 	goroutinesPer = float64(runtime.NumGoroutine()-g0) / float64(n)
 	runtime.KeepAlive(ids)

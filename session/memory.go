@@ -54,6 +54,8 @@ func (m *Memory) Activate(ctx context.Context, id string) (Snapshot, error) {
 	return copySnap(s), nil
 }
 
+// Resume derives its answer from the whole session (Snapshot.Resumed): Memory is
+// for tests and keeps no restore index, so its cost grows with the log.
 func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

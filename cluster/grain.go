@@ -311,7 +311,7 @@ func (g *grain) runTurn(c actor.Context, in session.InboxMessage) {
 	turnCtx, stop := context.WithCancel(context.Background())
 	g.cancel = stop
 	input := subagent.Message{Role: "user", Content: toBlocks(in.Content)}
-	turn := subagent.Turn{Session: g.id, History: g.history, Input: input}
+	turn := subagent.Turn{Session: g.id, History: subagent.HistoryOf(g.history), Input: input}
 	self, epoch, runner, root := c.Self(), g.epoch, g.n.runner, c.ActorSystem().Root
 	g.history = append(g.history, input)
 	go func() {

@@ -1,10 +1,13 @@
 package session
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +27,14 @@ var (
 	keyHeader      = []byte("header")
 	bucketLog      = []byte("log")
 	bucketInbox    = []byte("inbox")
+	// The restore index (Resume), kept in each write's transaction: bucketOpen
+	// holds one key per accepted message not yet resolved (openKey: its id and its
+	// seq) with its status byte; keyIndex holds the model history's length and the
+	// seq of the latest provider/state entry (two big-endian uint64s). A session
+	// written before the index existed has neither; Resume builds them from its
+	// log, once.
+	bucketOpen = []byte("open")
+	keyIndex   = []byte("index")
 )
 
 // Bolt is the embedded Store: one bbolt file, every write a synced commit;
@@ -113,8 +124,15 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 	return b.Put(key, data)
 }
 
+// appendEntries appends entries to the log and, if the session has a restore
+// index, keeps it.
 func appendEntries(sb *bolt.Bucket, entries []Entry) error {
 	lb := sb.Bucket(bucketLog)
+	ob := sb.Bucket(bucketOpen)
+	var ix index
+	if ob != nil {
+		ix = readIndex(sb)
+	}
 	for _, e := range entries {
 		seq, err := lb.NextSequence()
 		if err != nil {
@@ -124,8 +142,122 @@ func appendEntries(sb *bolt.Bucket, entries []Entry) error {
 		if err := putJSON(lb, seqKey(seq), e); err != nil {
 			return err
 		}
+		if ob == nil {
+			continue
+		}
+		switch e.Kind {
+		case EntryMessage:
+			ix.messages++
+		case EntryProviderState:
+			ix.stateSeq = seq
+		}
+		if st, ok := inboxStatus(e.Kind); ok {
+			if err := raise(ob, e.InboxID, st); err != nil {
+				return err
+			}
+		}
+	}
+	if ob == nil {
+		return nil
+	}
+	return sb.Put(keyIndex, ix.bytes())
+}
+
+// index is keyIndex's value.
+type index struct {
+	messages uint64 // EntryMessage entries
+	stateSeq uint64 // the latest EntryProviderState's seq; 0: none
+}
+
+func readIndex(sb *bolt.Bucket) index {
+	v := sb.Get(keyIndex)
+	if len(v) != 16 {
+		return index{}
+	}
+	return index{messages: binary.BigEndian.Uint64(v[:8]), stateSeq: binary.BigEndian.Uint64(v[8:])}
+}
+
+func (ix index) bytes() []byte {
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:8], ix.messages)
+	binary.BigEndian.PutUint64(v[8:], ix.stateSeq)
+	return v[:]
+}
+
+// maxOpenID is the longest inbox id an open key holds as is; a longer one (no
+// Activation mints one) is replaced by its SHA-256, to stay within bbolt's key size.
+const maxOpenID = 1024
+
+// openPrefix is the key prefix of every open message with inbox id id: its
+// length (two bytes) and its bytes, so no id's prefix is another's.
+func openPrefix(id string) []byte {
+	if len(id) > maxOpenID {
+		sum := sha256.Sum256([]byte(id))
+		id = string(sum[:])
+	}
+	k := make([]byte, 2, 2+len(id)+8)
+	binary.BigEndian.PutUint16(k, uint16(len(id)))
+	return append(k, id...)
+}
+
+func openKey(id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(openPrefix(id), seq)
+}
+
+// raise raises the status of every open message with inbox id id to st (at
+// least): a resolved one leaves the bucket.
+func raise(ob *bolt.Bucket, id string, st byte) error {
+	prefix := openPrefix(id)
+	c := ob.Cursor()
+	var keys [][]byte
+	for k, v := c.Seek(prefix); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+		if len(v) == 1 && v[0] < st {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+	}
+	for _, k := range keys {
+		var err error
+		if st == inboxResolved {
+			err = ob.Delete(k)
+		} else {
+			err = ob.Put(k, []byte{st})
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// buildIndex creates the restore index of a session written without one, from
+// its whole log and inbox.
+func buildIndex(sb *bolt.Bucket, h Header) error {
+	snap, err := read(sb, h)
+	if err != nil {
+		return err
+	}
+	ob, err := sb.CreateBucket(bucketOpen)
+	if err != nil {
+		return err
+	}
+	r := snap.Resumed()
+	ix := index{messages: uint64(r.Messages)}
+	for _, e := range snap.Log {
+		if e.Kind == EntryProviderState {
+			ix.stateSeq = e.Seq
+		}
+	}
+	for _, m := range r.ToRun {
+		if err := ob.Put(openKey(m.ID, m.Seq), []byte{inboxOpen}); err != nil {
+			return err
+		}
+	}
+	for _, m := range r.CutOff {
+		if err := ob.Put(openKey(m.ID, m.Seq), []byte{inboxStarted}); err != nil {
+			return err
+		}
+	}
+	return sb.Put(keyIndex, ix.bytes())
 }
 
 func (b *Bolt) Create(ctx context.Context, h Header, entries []Entry) error {
@@ -142,6 +274,12 @@ func (b *Bolt) Create(ctx context.Context, h Header, entries []Entry) error {
 			return err
 		}
 		if _, err := sb.CreateBucket(bucketInbox); err != nil {
+			return err
+		}
+		if _, err := sb.CreateBucket(bucketOpen); err != nil {
+			return err
+		}
+		if err := sb.Put(keyIndex, index{}.bytes()); err != nil {
 			return err
 		}
 		h.Version = HeaderVersion
@@ -192,6 +330,100 @@ func (b *Bolt) Activate(ctx context.Context, id string) (Snapshot, error) {
 	return s, err
 }
 
+// Resume takes the next epoch and reads the restore index, the header, the
+// descriptor, the latest provider state and the open messages: a handful of
+// reads plus one per open message, whatever the log's length.
+func (b *Bolt) Resume(ctx context.Context, id string) (Resumed, error) {
+	var r Resumed
+	err := b.write(func(tx *bolt.Tx) error {
+		sb, h, err := session(tx, id)
+		if err != nil {
+			return err
+		}
+		h.Epoch++
+		if err := putJSON(sb, keyHeader, h); err != nil {
+			return err
+		}
+		if sb.Bucket(bucketOpen) == nil {
+			if err := buildIndex(sb, h); err != nil {
+				return err
+			}
+		}
+		r, err = resumed(sb, h)
+		return err
+	})
+	return r, err
+}
+
+func resumed(sb *bolt.Bucket, h Header) (Resumed, error) {
+	r := Resumed{Header: h}
+	var err error
+	if r.Descriptor, err = descriptor(sb, h); err != nil {
+		return Resumed{}, err
+	}
+	lb, ib := sb.Bucket(bucketLog), sb.Bucket(bucketInbox)
+	r.LogSeq = lb.Sequence()
+	ix := readIndex(sb)
+	r.Messages = int(ix.messages)
+	if ix.stateSeq != 0 {
+		var e Entry
+		if err := json.Unmarshal(lb.Get(seqKey(ix.stateSeq)), &e); err != nil {
+			return Resumed{}, err
+		}
+		r.State = e.State
+	}
+	type open struct {
+		seq uint64
+		st  byte
+	}
+	var opens []open
+	if err := sb.Bucket(bucketOpen).ForEach(func(k, v []byte) error {
+		if len(k) < 10 || len(v) != 1 {
+			return errors.New("session: corrupt restore index")
+		}
+		opens = append(opens, open{seq: binary.BigEndian.Uint64(k[len(k)-8:]), st: v[0]})
+		return nil
+	}); err != nil {
+		return Resumed{}, err
+	}
+	slices.SortFunc(opens, func(a, b open) int { return cmp.Compare(a.seq, b.seq) })
+	for _, o := range opens {
+		var m InboxMessage
+		if err := json.Unmarshal(ib.Get(seqKey(o.seq)), &m); err != nil {
+			return Resumed{}, err
+		}
+		if o.st == inboxStarted {
+			r.CutOff = append(r.CutOff, m)
+		} else {
+			r.ToRun = append(r.ToRun, m)
+		}
+	}
+	return r, nil
+}
+
+// History reads the log up to upTo and keeps its messages.
+func (b *Bolt) History(ctx context.Context, id string, upTo uint64) ([]Entry, error) {
+	var out []Entry
+	err := b.db.View(func(tx *bolt.Tx) error {
+		sb, _, err := session(tx, id)
+		if err != nil {
+			return err
+		}
+		c := sb.Bucket(bucketLog).Cursor()
+		for k, v := c.First(); k != nil && binary.BigEndian.Uint64(k) <= upTo; k, v = c.Next() {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			if e.Kind == EntryMessage {
+				out = append(out, e)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 func (b *Bolt) Load(ctx context.Context, id string) (Snapshot, error) {
 	var s Snapshot
 	err := b.db.View(func(tx *bolt.Tx) error {
@@ -216,20 +448,26 @@ func (b *Bolt) Head(ctx context.Context, id string) (Head, error) {
 			return err
 		}
 		out.Header = h
-		c := sb.Bucket(bucketLog).Cursor()
-		for k, v := c.Seek(seqKey(uint64(h.SeedLength) + 1)); k != nil; k, v = c.Next() {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return err
-			}
-			if e.Kind == EntryDescriptor {
-				out.Descriptor = e.Descriptor
-				return nil
-			}
-		}
-		return nil
+		out.Descriptor, err = descriptor(sb, h)
+		return err
 	})
 	return out, err
+}
+
+// descriptor reads the log from the first entry after the seed up to the first
+// descriptor (normally that very entry).
+func descriptor(sb *bolt.Bucket, h Header) (json.RawMessage, error) {
+	c := sb.Bucket(bucketLog).Cursor()
+	for k, v := c.Seek(seqKey(uint64(h.SeedLength) + 1)); k != nil; k, v = c.Next() {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, err
+		}
+		if e.Kind == EntryDescriptor {
+			return e.Descriptor, nil
+		}
+	}
+	return nil, nil
 }
 
 func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessage) (InboxMessage, error) {
@@ -249,6 +487,11 @@ func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessa
 		}
 		m.Seq = seq
 		out = m
+		if ob := sb.Bucket(bucketOpen); ob != nil {
+			if err := ob.Put(openKey(m.ID, seq), []byte{inboxOpen}); err != nil {
+				return err
+			}
+		}
 		return putJSON(ib, seqKey(seq), m)
 	})
 	return out, err

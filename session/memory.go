@@ -54,6 +54,29 @@ func (m *Memory) Activate(ctx context.Context, id string) (Snapshot, error) {
 	return copySnap(s), nil
 }
 
+// Resume derives its answer from the whole session (Snapshot.Resumed): Memory is
+// for tests and keeps no restore index, so its cost grows with the log.
+func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return Resumed{}, err
+	}
+	s.Header.Epoch++
+	return s.Resumed(), nil
+}
+
+func (m *Memory) History(ctx context.Context, id string, upTo uint64) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.MessagesUpTo(upTo), nil
+}
+
 func (m *Memory) Load(ctx context.Context, id string) (Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

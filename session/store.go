@@ -103,13 +103,23 @@ type Snapshot struct {
 // Store persists sessions. Implementations: Bolt (the embedded default), Memory
 // (tests) and session/postgres (for several nodes), which keeps the same
 // contract with the epoch check in each write's statement. One test suite,
-// session/storetest, runs against all three.
+// session/storetest, runs against all three. Bolt and session/postgres keep a
+// restore index in every write's transaction (the open inbox messages with their
+// status, the history's length, the latest provider state), so Resume costs the
+// same for a session of ten turns and one of ten thousand.
 type Store interface {
 	// Create writes a new session with its first log entries (a fork seed, the
 	// descriptor). It fails with DUPLICATE_CHILD if the id exists.
 	Create(ctx context.Context, h Header, entries []Entry) error
 	// Activate takes the next epoch and returns the session as stored, at that epoch.
 	Activate(ctx context.Context, id string) (Snapshot, error)
+	// Resume is Activate for an Activation: it takes the next epoch and returns
+	// what the session's next turn needs (Resumed) — not its log — at a cost
+	// independent of the log's length. The model history is read with History.
+	Resume(ctx context.Context, id string) (Resumed, error)
+	// History reads the session's model history: its EntryMessage entries with seq
+	// <= upTo, in order.
+	History(ctx context.Context, id string, upTo uint64) ([]Entry, error)
 	// Load reads a session without activating it.
 	Load(ctx context.Context, id string) (Snapshot, error)
 	// Head reads a session's header and descriptor, not its log or inbox: what
@@ -168,8 +178,6 @@ func (s Snapshot) Pending() (toRun []InboxMessage, cutOff []InboxMessage) {
 	return toRun, cutOff
 }
 
-// FirstDescriptor returns the first descriptor in the child's own suffix (the
-// entries after the fork seed), or nil.
 // Head is a session's header and descriptor (see Store.Head).
 type Head struct {
 	Header Header
@@ -181,6 +189,8 @@ type Head struct {
 // Head is s's header and descriptor.
 func (s Snapshot) Head() Head { return Head{Header: s.Header, Descriptor: s.FirstDescriptor()} }
 
+// FirstDescriptor returns the first descriptor in the child's own suffix (the
+// entries after the fork seed), or nil.
 func (s Snapshot) FirstDescriptor() json.RawMessage {
 	for i, e := range s.Log {
 		if i >= s.Header.SeedLength && e.Kind == EntryDescriptor {
@@ -188,4 +198,82 @@ func (s Snapshot) FirstDescriptor() json.RawMessage {
 		}
 	}
 	return nil
+}
+
+// Resumed is what Store.Resume returns: a session at its new epoch without its
+// log. It equals the Snapshot's Resumed at that epoch.
+type Resumed struct {
+	Header Header
+	// Descriptor is the first descriptor after the fork seed (Head.Descriptor).
+	Descriptor json.RawMessage
+	// State is the latest EntryProviderState's state; nil: none.
+	State json.RawMessage
+	// ToRun and CutOff are the restore plan (Snapshot.Pending).
+	ToRun, CutOff []InboxMessage
+	// LogSeq is the seq of the log's last entry (0: an empty log): History(…, LogSeq)
+	// reads the model history as of this activation.
+	LogSeq uint64
+	// Messages counts the EntryMessage entries: the model history's length.
+	Messages int
+}
+
+// Resumed derives Store.Resume's answer from a whole snapshot: what a store that
+// keeps no index computes, and what every store's index must agree with.
+func (s Snapshot) Resumed() Resumed {
+	r := Resumed{Header: s.Header, Descriptor: s.FirstDescriptor()}
+	r.ToRun, r.CutOff = s.Pending()
+	for _, e := range s.Log {
+		switch e.Kind {
+		case EntryMessage:
+			r.Messages++
+		case EntryProviderState:
+			r.State = e.State
+		}
+		r.LogSeq = e.Seq
+	}
+	return r
+}
+
+// MessagesUpTo returns the snapshot's EntryMessage entries with seq <= upTo, in
+// order (Store.History of a whole snapshot).
+func (s Snapshot) MessagesUpTo(upTo uint64) []Entry {
+	var out []Entry
+	for _, e := range s.Log {
+		if e.Seq > upTo {
+			break
+		}
+		if e.Kind == EntryMessage {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Inbox statuses, as a store's restore index keeps them per accepted message:
+// each entry naming the message raises its status (never lowers it), so the
+// pending set is exactly Snapshot.Pending's for messages accepted before the
+// entries that name them (the only order an Activation writes).
+const (
+	inboxOpen     byte = 0 // accepted, its turn never started: to run
+	inboxStarted  byte = 1 // its turn started and never ended: cut off
+	inboxResolved byte = 2 // its turn ended or was aborted, or it was discarded
+)
+
+// inboxStatus is the status an entry of kind k gives the message it names, and
+// whether it names one.
+func inboxStatus(k string) (byte, bool) {
+	switch k {
+	case EntryTurnStart:
+		return inboxStarted, true
+	case EntryTurnEnd, EntryTurnAborted, EntryDiscarded:
+		return inboxResolved, true
+	}
+	return 0, false
+}
+
+// InboxStatus is inboxStatus for the stores outside this package: 1 for a turn
+// start, 2 for an entry that resolves the message, ok false for any other kind.
+func InboxStatus(kind string) (status int, ok bool) {
+	st, ok := inboxStatus(kind)
+	return int(st), ok
 }

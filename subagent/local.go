@@ -65,7 +65,7 @@ func (l *Local) Start(ctx context.Context, req ResolvedRequest) (*Run, error) {
 	if l.inherits {
 		history = append(history, req.Parent.History...)
 	}
-	turn := Turn{Session: id, Depth: req.Depth, History: history,
+	turn := Turn{Session: id, Depth: req.Depth, History: HistoryOf(history),
 		Input:   Message{Role: "user", Content: []Block{{Type: "text", Text: req.Prompt}}},
 		Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Options: req.Options}
 	var pid *actor.PID
@@ -104,7 +104,7 @@ type turnEnded struct {
 func (a *childActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.history = a.turn.History
+		a.history, _ = a.turn.History.Messages(context.Background()) // held in memory: no read, no error
 		ctx, cancel := context.WithCancel(context.Background())
 		a.cancel, a.running = cancel, true
 		root, self, runner, turn, quiet := c.ActorSystem().Root, c.Self(), a.runner, a.turn, a.quiet

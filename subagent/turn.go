@@ -19,8 +19,8 @@ type TurnRunner interface {
 type Turn struct {
 	Session      string
 	Depth        int
-	History      []Message // completed turns, oldest first; shared with troupe: read it, never modify it
-	Input        Message   // the inbox message (role "user")
+	History      History // completed turns, oldest first: its length at once, its messages on demand
+	Input        Message // the inbox message (role "user")
 	Persona      string
 	ToolFilter   *ToolFilter
 	OutputSchema json.RawMessage
@@ -33,6 +33,49 @@ type Turn struct {
 	// State is the latest TurnResult.State recorded for this child (nil: none), after
 	// cold resumes and restarts too.
 	State json.RawMessage
+}
+
+// History is a session's completed turns, oldest first (Turn.History). Its length
+// is known at once; its messages may be read on demand: a continuable child's
+// history lives in the session store and grows with every turn, so a turn runner
+// that keeps its own state (the ACP provider's) never pays for reading it, and a
+// restore does not either. The zero History is empty.
+type History struct {
+	n    int
+	msgs []Message
+	load func(context.Context) ([]Message, error)
+}
+
+// HistoryOf is the history ms, held in memory (shared, not copied).
+func HistoryOf(ms []Message) History { return History{n: len(ms), msgs: ms} }
+
+// LazyHistory is a history of n messages that load reads when they are asked
+// for (Messages); load must return exactly n messages or an error.
+func LazyHistory(n int, load func(context.Context) ([]Message, error)) History {
+	if n == 0 {
+		return History{}
+	}
+	return History{n: n, load: load}
+}
+
+// Len is the number of messages, without reading them.
+func (h History) Len() int { return h.n }
+
+// Messages returns the messages, reading them (with ctx) if they are not held in
+// memory: each call of a lazy history reads them again. They are shared with
+// troupe: read them, never modify them.
+func (h History) Messages(ctx context.Context) ([]Message, error) {
+	if h.load == nil {
+		return h.msgs, nil
+	}
+	ms, err := h.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) != h.n {
+		return nil, fmt.Errorf("subagent: the history read %d messages, want %d", len(ms), h.n)
+	}
+	return ms, nil
 }
 
 // TurnResult is what a turn produced.

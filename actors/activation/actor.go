@@ -2,11 +2,12 @@ package activation
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -76,6 +77,12 @@ type (
 		state    json.RawMessage // the turn runner's TurnResult.State (nil: none)
 	}
 	agentGone struct{ err error }
+	// historyLoaded is the part of the history a turn runner read from the store
+	// (the first n messages, up to log seq seq), for the actor to keep.
+	historyLoaded struct {
+		seq  uint64
+		msgs []subagent.Message
+	}
 	// retire asks the directory to stop an Activation that can no longer run its
 	// session (its epoch was fenced, or its restore failed). The directory holds new
 	// operations for the session and poisons the Activation: every submit it had
@@ -106,8 +113,8 @@ type carry struct {
 	label    string
 	agent    *owner.Agent
 	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
-	ancestry map[string]bool // PIDs (Id) of the live ancestors at materialization
-	owned    map[string]bool // mirrors the core's owned children
+	ancestry []string        // PIDs (Id) of the live ancestors at materialization, nearest first
+	owned    map[string]bool // mirrors the core's owned children (nil: none yet)
 	announce bool            // some delivery was accepted in this epoch
 	runID    string          // the subagent/start event's run id, once announced
 	opened   bool            // this epoch opened a turn
@@ -124,13 +131,19 @@ type carry struct {
 // epoch), the FIFO core, and the turn in flight, run in a goroutine it owns with a
 // cancelable context — never inside Receive.
 type activationActor struct {
-	m       *Manager
-	c       *carry
-	snap    session.Snapshot // the first incarnation's snapshot; a restart re-activates
-	epoch   uint64
-	header  session.Header
-	desc    Descriptor
-	history []subagent.Message
+	m      *Manager
+	c      *carry
+	res    *session.Resumed // the first incarnation's; a restart resumes again
+	epoch  uint64
+	header session.Header
+	desc   Descriptor
+	// The model history. While base > 0 its first base messages are in the store
+	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
+	// holds the messages after them; once a runner has read them (historyLoaded)
+	// base is 0 and hist is the whole history.
+	base    int
+	baseSeq uint64
+	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
 	core    *Core
 	dir     *actor.PID
@@ -162,6 +175,9 @@ func (a *activationActor) Receive(c actor.Context) {
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
+		if a.c.owned == nil {
+			a.c.owned = map[string]bool{}
+		}
 		a.c.owned[m.id] = true
 	case *dropChild:
 		delete(a.c.owned, m.id)
@@ -183,6 +199,11 @@ func (a *activationActor) Receive(c actor.Context) {
 		}
 	case *agentGone:
 		c.Send(a.dir, a.disposed(m.err))
+	case *historyLoaded:
+		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == a.base {
+			a.hist = append(m.msgs, a.hist...)
+			a.base, a.baseSeq = 0, 0
+		}
 	case *actor.Restarting:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	case *actor.Stopping:
@@ -217,13 +238,16 @@ func (a *activationActor) refuse(msg any) {
 	}
 }
 
-// start restores the session: history from the log, turns cut off by a crash
-// logged aborted, journaled messages that never ran queued in order. A restarted
-// incarnation takes a new epoch from the store first, fencing its predecessor.
+// start restores the session from Store.Resume — not its log: the history stays
+// in the store until a runner reads it — turns cut off by a crash logged aborted,
+// journaled messages that never ran queued in order. A restarted incarnation
+// takes a new epoch from the store first, fencing its predecessor.
 func (a *activationActor) start(c actor.Context) {
 	a.dir = c.Parent()
-	snap := a.snap
-	a.snap = session.Snapshot{}
+	var res session.Resumed
+	if a.res != nil {
+		res, a.res = *a.res, nil
+	}
 	if a.c.started {
 		// A restart: the crashed incarnation's turn was cancelled. Until its goroutine
 		// has returned, no turn starts (messages are still accepted), so two turns of
@@ -241,25 +265,17 @@ func (a *activationActor) start(c actor.Context) {
 			}
 		}
 		var err error
-		if snap, err = a.m.deps.Store.Activate(context.Background(), a.c.id); err != nil {
+		if res, err = a.m.deps.Store.Resume(context.Background(), a.c.id); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
 			a.retire(c, err)
 			return
 		}
 	}
 	a.c.started = true
-	a.header, a.epoch = snap.Header, snap.Header.Epoch
-	a.desc, _ = ParseDescriptor(snap.FirstDescriptor())
-	for _, e := range snap.Log {
-		switch e.Kind {
-		case session.EntryMessage:
-			a.history = append(a.history, toMessage(e))
-		case session.EntryProviderState:
-			a.state = e.State
-		}
-	}
-	toRun, cut := snap.Pending()
-	for _, m := range cut {
+	a.header, a.epoch = res.Header, res.Header.Epoch
+	a.desc, _ = ParseDescriptor(res.Descriptor)
+	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
+	for _, m := range res.CutOff {
 		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
@@ -270,7 +286,33 @@ func (a *activationActor) start(c actor.Context) {
 	for id := range a.c.owned {
 		owned = append(owned, id)
 	}
-	a.apply(c, a.core.Restore(toRun, owned))
+	a.apply(c, a.core.Restore(res.ToRun, owned))
+}
+
+// history is the turn's Turn.History: in memory once loaded, else read from the
+// store on demand (the log up to baseSeq) and followed by the messages held in
+// memory; a read is sent back to the actor (historyLoaded), which keeps it, so
+// it is read at most once per incarnation while runners keep asking.
+func (a *activationActor) history(c actor.Context) subagent.History {
+	if a.base == 0 {
+		return subagent.HistoryOf(slices.Clip(a.hist))
+	}
+	store, id, base, seq, tail := a.m.deps.Store, a.c.id, a.base, a.baseSeq, slices.Clip(a.hist)
+	root, self := c.ActorSystem().Root, c.Self()
+	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
+		entries, err := store.History(ctx, id, seq)
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]subagent.Message, len(entries), len(entries)+len(tail))
+		for i, e := range entries {
+			msgs[i] = toMessage(e)
+		}
+		if len(msgs) == base {
+			root.Send(self, &historyLoaded{seq: seq, msgs: msgs[:base:base]})
+		}
+		return append(msgs, tail...), nil
+	})
 }
 
 func toMessage(e session.Entry) subagent.Message {
@@ -337,13 +379,13 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
 	a.cancel, a.token = cancel, turnTokens.Add(1)
 	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
-		History: slices.Clip(a.history), Input: input,
+		History: a.history(c), Input: input,
 		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
 		Provider: a.desc.Provider, Cwd: a.header.Cwd, State: a.state}
 	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
 		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
 	}
-	a.history = append(a.history, input)
+	a.hist = append(a.hist, input)
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
@@ -361,6 +403,9 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
 	a.cancel, a.token = nil, 0
+	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
+	// idle Activation keeps neither the turn's context nor its channel).
+	a.c.quiet, a.c.cancel = nil, nil
 	fault.Yield(PointActivationTurnEnd)
 	entries := make([]session.Entry, 0, len(m.produced)+1)
 	for _, p := range m.produced {
@@ -374,7 +419,7 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, entries...); err != nil {
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
 	}
-	a.history = append(a.history, m.produced...)
+	a.hist = append(a.hist, m.produced...)
 	a.c.final, a.c.stop = fromBlocks(m.res.Output), m.res.StopReason
 	a.c.agent.SetBusy(false)
 	a.apply(c, a.core.TurnEnded())
@@ -450,8 +495,11 @@ func SummaryLine(id, stop string) string {
 // newMessageID mints an inbox message id unique across processes: the restore plan
 // matches turn starts and ends to messages by id, so ids must never repeat within a
 // session, whichever process accepted them.
+// The 96 bits come from the runtime's per-thread ChaCha8 generator (math/rand/v2,
+// seeded from the OS at start): unique, without a system call per message.
 func newMessageID() string {
 	var b [12]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
 	return "msg-" + hex.EncodeToString(b[:])
 }

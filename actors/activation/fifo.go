@@ -28,14 +28,14 @@ type Core struct {
 	running *session.InboxMessage  // the turn in flight
 	awake   bool                   // a waking send arrived since the queue last emptied
 	parked  bool                   // an interrupt parked the queue until the next waking send
-	owned   map[string]bool        // resident children this activation started
+	owned   map[string]bool        // resident children this activation started (nil: none yet)
 	closing bool                   // disposal has begun: admission is closed
 	done    bool                   // Finish has been returned
 	held    bool                   // a crashed incarnation's turn has not returned yet
 }
 
 // NewCore returns an idle core.
-func NewCore() *Core { return &Core{owned: map[string]bool{}} }
+func NewCore() *Core { return &Core{} }
 
 // Effect is what the shell must do after an event. Several fields may be set.
 type Effect struct {
@@ -63,7 +63,7 @@ func (c *Core) Admit(m session.InboxMessage, wake bool) Effect {
 // (woken if any of them was a waking message).
 func (c *Core) Restore(ms []session.InboxMessage, owned []string) Effect {
 	for _, id := range owned {
-		c.owned[id] = true
+		c.Own(id)
 	}
 	for _, m := range ms {
 		c.queue = append(c.queue, m)
@@ -92,7 +92,12 @@ func (c *Core) Interrupt() Effect {
 
 // Own records a child this activation started, before the child's first message
 // can be accepted; Release drops it once the child has been disposed.
-func (c *Core) Own(child string) { c.owned[child] = true }
+func (c *Core) Own(child string) {
+	if c.owned == nil {
+		c.owned = map[string]bool{}
+	}
+	c.owned[child] = true
+}
 
 func (c *Core) Release(child string) Effect {
 	delete(c.owned, child)

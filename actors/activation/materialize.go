@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -135,10 +136,10 @@ func (d *directoryActor) firstAccepted(c actor.Context, m *firstAccepted) {
 	d.redispatch(c, e)
 }
 
-// materialize activates the session (a new epoch) and spawns its Activation with
+// materialize resumes the session (a new epoch; Store.Resume, not its log) and spawns its Activation with
 // the child's own agent instance, registered under the child's session id.
 func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.Agent, label string) (*entry, error) {
-	snap, err := d.m.deps.Store.Activate(context.Background(), id)
+	res, err := d.m.deps.Store.Resume(context.Background(), id)
 	if err != nil {
 		return nil, err
 	}
@@ -156,22 +157,20 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		}
 		return nil, err
 	}
-	ancestry := map[string]bool{parent.PID().Id: true}
+	ancestry := []string{parent.PID().Id}
 	for cur := parent.PID().Id; ; {
 		pid, ok := d.byAgent[cur]
 		if !ok {
 			break
 		}
 		cur = d.acts[pid].parent.PID().Id
-		ancestry[cur] = true
+		ancestry = append(ancestry, cur)
 	}
-	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: ancestry, owned: map[string]bool{}}
-	first := true
+	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry)}
+	first := &res // the first incarnation's; the producer lets go of it
 	props := actor.PropsFromProducer(func() actor.Actor {
 		a := &activationActor{m: d.m, c: cr, core: NewCore()}
-		if first { // a restart re-creates the actor, which restores from the store
-			a.snap, first = snap, false
-		}
+		a.res, first = first, nil // a restart re-creates the actor, which resumes from the store
 		return a
 	})
 	if d.m.deps.Dispatcher != nil {
@@ -184,8 +183,8 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	d.activationSpawned(c, pid, id)
-	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: snap.Header.ParentSession,
-		parentKind: snap.Header.ParentKind, depth: snap.Header.DelegationDepth, cwd: snap.Header.Cwd, label: label}
+	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: res.Header.ParentSession,
+		parentKind: res.Header.ParentKind, depth: res.Header.DelegationDepth, cwd: res.Header.Cwd, label: label}
 	d.index(e)
 	return e, nil
 }

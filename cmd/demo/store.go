@@ -60,22 +60,37 @@ func (s *narratedStore) Activate(ctx context.Context, id string) (session.Snapsh
 	if err != nil {
 		return snap, err
 	}
+	toRun, _ := snap.Pending()
+	s.activated(id, snap.Header.Epoch, countMessages(snap), len(toRun))
+	return snap, nil
+}
+
+// Resume is how an Activation takes its epoch (Activate is the same for any
+// other caller): narrated alike.
+func (s *narratedStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	r, err := s.Bolt.Resume(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	s.activated(id, r.Header.Epoch, r.Messages, len(r.ToRun))
+	return r, nil
+}
+
+func (s *narratedStore) activated(id string, epoch uint64, history, toRun int) {
 	s.mu.Lock()
 	restart := s.mu.crashed[id]
 	delete(s.mu.crashed, id)
 	s.mu.Unlock()
 	switch {
 	case restart:
-		s.st.emit(Event{Kind: KindRestart, Who: id, Child: id, Epoch: snap.Header.Epoch})
-	case snap.Header.Epoch == 1:
+		s.st.emit(Event{Kind: KindRestart, Who: id, Child: id, Epoch: epoch})
+	case epoch == 1:
 		s.st.emit(Event{Kind: KindActivated, Who: id, Child: id, Epoch: 1, Status: "new session"})
 	default:
-		toRun, _ := snap.Pending()
-		s.st.emit(Event{Kind: KindActivated, Who: id, Child: id, Epoch: snap.Header.Epoch,
-			Status: "resumed from the file: " + plural(countMessages(snap), "message") + " of history, " +
-				plural(len(toRun), "journaled message") + " to run first"})
+		s.st.emit(Event{Kind: KindActivated, Who: id, Child: id, Epoch: epoch,
+			Status: "resumed from the file: " + plural(history, "message") + " of history, " +
+				plural(toRun, "journaled message") + " to run first"})
 	}
-	return snap, nil
 }
 
 func (s *narratedStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
@@ -138,7 +153,7 @@ type narratedRunner struct {
 }
 
 func (r narratedRunner) RunTurn(ctx context.Context, t subagent.Turn) (subagent.TurnResult, error) {
-	r.st.emit(Event{Kind: KindTurn, Who: t.Session, Child: t.Session, Status: "started", Text: t.Input.Text(), History: ptr(len(t.History))})
+	r.st.emit(Event{Kind: KindTurn, Who: t.Session, Child: t.Session, Status: "started", Text: t.Input.Text(), History: ptr(t.History.Len())})
 	res, err := r.inner.RunTurn(ctx, t)
 	var reply string
 	if out := subagent.LastAssistant(res.Messages); len(out) > 0 {

@@ -40,7 +40,7 @@ func researcher(thinking chan<- string) *subagent.Scripted {
 			}
 			return subagent.Reply{Block: true}, true // runs until interrupted or cut off
 		}
-		return subagent.Reply{Text: fmt.Sprintf("noted (%d earlier messages): %s", len(t.History), in)}, true
+		return subagent.Reply{Text: fmt.Sprintf("noted (%d earlier messages): %s", t.History.Len(), in)}, true
 	}
 	return r
 }

@@ -14,10 +14,16 @@
 //	                 origin, delegation_depth, seed_length, cwd, created_at,
 //	                 version), epoch (the fencing token), log_seq /
 //	                 inbox_seq (the seq of the session's last log entry and
-//	                 last inbox message), lease_holder / lease_expires (Claim).
+//	                 last inbox message), lease_holder / lease_expires (Claim),
+//	                 messages / state_seq (the restore index: the model
+//	                 history's length, the latest provider state's seq).
 //	troupe_log       (session_id, seq) primary key, kind, entry json: the log.
 //	                 A partial index on the descriptors makes Head one probe.
-//	troupe_inbox     (session_id, seq) primary key, message json: the journal.
+//	troupe_inbox     (session_id, seq) primary key, message json: the journal;
+//	                 msg_id (the message's id) and status (0 accepted, 1 its
+//	                 turn started, 2 resolved), raised by each Append that names
+//	                 it: Resume reads the open ones (status < 2) by a partial
+//	                 index, never the log.
 //	troupe_schema_version  the applied migrations (version, name, applied_at).
 //
 // Log and inbox rows reference their session ON DELETE CASCADE. Entries and

@@ -150,21 +150,47 @@ func storable(what string, ss ...string) error {
 }
 
 // entryRows is entries as the columns of troupe_log: kinds and JSON (with seq 0;
-// the seq is the row's).
-func entryRows(entries []session.Entry) (kinds, docs []string, err error) {
+// the seq is the row's), and what they change in the restore index (rows.ix).
+func entryRows(entries []session.Entry) (kinds, docs []string, ix indexDelta, err error) {
 	kinds, docs = make([]string, len(entries)), make([]string, len(entries))
+	status := map[string]int{}
 	for i, e := range entries {
 		if err := storable("entry kind", e.Kind); err != nil {
-			return nil, nil, err
+			return nil, nil, indexDelta{}, err
+		}
+		switch e.Kind {
+		case session.EntryMessage:
+			ix.messages++
+		case session.EntryProviderState:
+			ix.stateOrd = i + 1
+		}
+		if st, ok := session.InboxStatus(e.Kind); ok && utf8.ValidString(e.InboxID) && strings.IndexByte(e.InboxID, 0) < 0 {
+			// (an id text cannot hold was never accepted: no row to raise)
+			if _, seen := status[e.InboxID]; !seen {
+				ix.ids = append(ix.ids, e.InboxID)
+			}
+			status[e.InboxID] = max(status[e.InboxID], st)
 		}
 		e.Seq = 0
 		data, err := json.Marshal(e)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, indexDelta{}, err
 		}
 		kinds[i], docs[i] = e.Kind, string(data)
 	}
-	return kinds, docs, nil
+	ix.statuses = make([]int16, len(ix.ids))
+	for i, id := range ix.ids {
+		ix.statuses[i] = int16(status[id])
+	}
+	return kinds, docs, ix, nil
+}
+
+// indexDelta is what a batch of entries changes in the restore index.
+type indexDelta struct {
+	messages int      // EntryMessage entries
+	stateOrd int      // the 1-based position of the last EntryProviderState; 0: none
+	ids      []string // the inbox ids the entries name, each once
+	statuses []int16  // the status each id is raised to (session.InboxStatus)
 }
 
 // Create inserts the session row and its entries in one statement; an existing
@@ -176,12 +202,13 @@ func (s *Store) Create(ctx context.Context, h session.Header, entries []session.
 	if h.Epoch > math.MaxInt64 {
 		return messages.Errorf(CodeUnstorable, "session/postgres: epoch %d is beyond a bigint", h.Epoch)
 	}
-	kinds, docs, err := entryRows(entries)
+	kinds, docs, ix, err := entryRows(entries)
 	if err != nil {
 		return err
 	}
 	w := &write{id: h.ID, sql: sqlCreate, args: []any{h.ID, h.ParentSession, h.Origin, h.DelegationDepth,
-		h.SeedLength, h.Cwd, h.CreatedAt, session.HeaderVersion, h.Epoch, kinds, docs, h.ParentKind}}
+		h.SeedLength, h.Cwd, h.CreatedAt, session.HeaderVersion, h.Epoch, kinds, docs, h.ParentKind,
+		ix.messages, ix.stateOrd}}
 	w.scan = func(row pgx.Row) (error, error) {
 		var created bool
 		if err := row.Scan(&created); err != nil {
@@ -197,8 +224,8 @@ func (s *Store) Create(ctx context.Context, h session.Header, entries []session.
 
 const sqlCreate = `WITH s AS (
     INSERT INTO troupe_sessions (id, parent_session, origin, delegation_depth, seed_length, cwd,
-        created_at, version, epoch, log_seq, inbox_seq, parent_kind)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, cardinality($10::text[]), 0, $12)
+        created_at, version, epoch, log_seq, inbox_seq, parent_kind, messages, state_seq)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, cardinality($10::text[]), 0, $12, $13, $14)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 ), e AS (
@@ -220,7 +247,13 @@ func (s *Store) Accept(ctx context.Context, id string, epoch uint64, m session.I
 	if err != nil {
 		return session.InboxMessage{}, err
 	}
-	w := &write{id: id, sql: sqlAccept, args: []any{id, fence(epoch), string(data)}}
+	// An id text cannot hold is kept out of the index column (it is still in the
+	// message's JSON): no entry can name it, so it stays open, as Pending has it.
+	msgID := m.ID
+	if storable("inbox id", msgID) != nil {
+		msgID = ""
+	}
+	w := &write{id: id, sql: sqlAccept, args: []any{id, fence(epoch), string(data), msgID}}
 	w.scan = func(row pgx.Row) (error, error) {
 		var seq *int64
 		var exists bool
@@ -261,8 +294,8 @@ const sqlAccept = `WITH s AS (
     WHERE id = $1 AND epoch = $2
     RETURNING inbox_seq
 ), m AS (
-    INSERT INTO troupe_inbox (session_id, seq, message)
-    SELECT $1, s.inbox_seq, $3::json FROM s
+    INSERT INTO troupe_inbox (session_id, seq, message, msg_id)
+    SELECT $1, s.inbox_seq, $3::json, $4 FROM s
 )
 SELECT (SELECT inbox_seq FROM s), EXISTS (SELECT 1 FROM troupe_sessions WHERE id = $1)`
 
@@ -271,11 +304,11 @@ func (s *Store) Append(ctx context.Context, id string, epoch uint64, entries ...
 	if err := storable("session id", id); err != nil {
 		return err
 	}
-	kinds, docs, err := entryRows(entries)
+	kinds, docs, ix, err := entryRows(entries)
 	if err != nil {
 		return err
 	}
-	w := &write{id: id, sql: sqlAppend, args: []any{id, fence(epoch), kinds, docs}}
+	w := &write{id: id, sql: sqlAppend, args: []any{id, fence(epoch), kinds, docs, ix.messages, ix.stateOrd, ix.ids, ix.statuses}}
 	w.scan = func(row pgx.Row) (error, error) {
 		var seq *int64
 		var exists bool
@@ -290,14 +323,23 @@ func (s *Store) Append(ctx context.Context, id string, epoch uint64, entries ...
 	return s.do(ctx, w)
 }
 
+// sqlAppend also keeps the restore index: the history's length, the latest
+// provider state's seq ($6: its position in the batch) and the status of every
+// inbox message an entry names (raised, never lowered).
 const sqlAppend = `WITH s AS (
-    UPDATE troupe_sessions SET log_seq = log_seq + cardinality($3::text[])
+    UPDATE troupe_sessions SET log_seq = log_seq + cardinality($3::text[]),
+        messages = messages + $5,
+        state_seq = CASE WHEN $6::bigint > 0 THEN log_seq + $6::bigint ELSE state_seq END
     WHERE id = $1 AND epoch = $2
     RETURNING log_seq
 ), e AS (
     INSERT INTO troupe_log (session_id, seq, kind, entry)
     SELECT $1, s.log_seq - cardinality($3::text[]) + x.ord, x.kind, x.entry
     FROM s, unnest($3::text[], $4::json[]) WITH ORDINALITY AS x (kind, entry, ord)
+), i AS (
+    UPDATE troupe_inbox t SET status = greatest(t.status, x.status)
+    FROM s, unnest($7::text[], $8::smallint[]) AS x (msg_id, status)
+    WHERE t.session_id = $1 AND t.msg_id = x.msg_id AND t.status < x.status
 )
 SELECT (SELECT log_seq FROM s), EXISTS (SELECT 1 FROM troupe_sessions WHERE id = $1)`
 
@@ -336,6 +378,124 @@ func (s *Store) Activate(ctx context.Context, id string) (session.Snapshot, erro
 		return session.Snapshot{}, err
 	}
 	return snap, nil
+}
+
+// Resume takes the next epoch and reads, in the same implicit transaction, the
+// descriptor, the latest provider state (one row each, by index) and the open
+// inbox messages (troupe_inbox_open): a cost independent of the log's length.
+func (s *Store) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	if err := storable("session id", id); err != nil {
+		return session.Resumed{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE troupe_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING `+headerCols+`, log_seq, messages, (
+            SELECT l.entry FROM troupe_log l
+            WHERE l.session_id = $1 AND l.kind = 'subagent/descriptor' AND l.seq > seed_length
+            ORDER BY l.seq LIMIT 1), (
+            SELECT l.entry FROM troupe_log l WHERE l.session_id = $1 AND l.seq = state_seq AND state_seq > 0)`, id)
+	b.Queue(`SELECT seq, message, status FROM troupe_inbox WHERE session_id = $1 AND status < 2 ORDER BY seq`, id)
+	br := s.pool.SendBatch(ctx, b)
+	r, err := readResumed(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	return r, nil
+}
+
+func readResumed(br pgx.BatchResults) (session.Resumed, error) {
+	var logSeq, msgs int64
+	var desc, state []byte
+	h, err := scanHeader(br.QueryRow(), &logSeq, &msgs, &desc, &state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = session.ErrNotFound
+	}
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	r := session.Resumed{Header: h, LogSeq: uint64(logSeq), Messages: int(msgs)}
+	for _, f := range []struct {
+		data []byte
+		set  func(session.Entry)
+	}{
+		{desc, func(e session.Entry) { r.Descriptor = e.Descriptor }},
+		{state, func(e session.Entry) { r.State = e.State }},
+	} {
+		if f.data == nil {
+			continue
+		}
+		var e session.Entry
+		if err := json.Unmarshal(f.data, &e); err != nil {
+			return session.Resumed{}, err
+		}
+		f.set(e)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	defer rows.Close()
+	var seq int64
+	var data []byte
+	var status int16
+	for rows.Next() {
+		if err := rows.Scan(&seq, &data, &status); err != nil {
+			return session.Resumed{}, err
+		}
+		var m session.InboxMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return session.Resumed{}, err
+		}
+		m.Seq = uint64(seq)
+		if status == 1 {
+			r.CutOff = append(r.CutOff, m)
+		} else {
+			r.ToRun = append(r.ToRun, m)
+		}
+	}
+	return r, rows.Err()
+}
+
+// History reads the model history up to upTo (the primary key's range, kind
+// filtered); an unknown session is ErrNotFound.
+func (s *Store) History(ctx context.Context, id string, upTo uint64) ([]session.Entry, error) {
+	if err := storable("session id", id); err != nil {
+		return nil, err
+	}
+	if upTo > math.MaxInt64 {
+		upTo = math.MaxInt64
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT EXISTS (SELECT 1 FROM troupe_sessions WHERE id = $1)`, id)
+	b.Queue(`SELECT seq, entry FROM troupe_log WHERE session_id = $1 AND seq <= $2 AND kind = 'message' ORDER BY seq`, id, int64(upTo))
+	var out []session.Entry
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			br := tx.SendBatch(ctx, b)
+			defer br.Close()
+			var exists bool
+			if err := br.QueryRow().Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return session.ErrNotFound
+			}
+			if err := readRows(br, func(seq uint64, data []byte) error {
+				var e session.Entry
+				if err := json.Unmarshal(data, &e); err != nil {
+					return err
+				}
+				e.Seq = seq
+				out = append(out, e)
+				return nil
+			}); err != nil {
+				return err
+			}
+			return br.Close()
+		})
+	return out, err
 }
 
 func queueReads(b *pgx.Batch, id string) {

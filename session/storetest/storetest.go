@@ -49,6 +49,9 @@ var checks = []struct {
 	{"EntriesAndMessagesRoundTrip", entriesAndMessagesRoundTrip},
 	{"UnknownSessionIsNotFound", unknownSessionIsNotFound},
 	{"DeleteRemovesTheSession", deleteRemovesTheSession},
+	{"ResumeAgreesWithLoad", resumeAgreesWithLoad},
+	{"ResumeTakesAnEpoch", resumeTakesAnEpoch},
+	{"HistoryStopsAtUpTo", historyStopsAtUpTo},
 }
 
 var ctx = context.Background()
@@ -397,4 +400,130 @@ func deleteRemovesTheSession(t *testing.T, s session.Store) {
 	require.NoError(t, err)
 	require.Len(t, other.Log, 1)
 	require.Equal(t, []string{"m-a-1"}, idsOf(other.Inbox))
+}
+
+// Resume agrees with the whole snapshot (Snapshot.Resumed) at its new epoch, and
+// History with Snapshot.MessagesUpTo, whatever the log holds: a fork seed,
+// turns that ended, one cut off, discarded and quiet messages, messages that
+// share an id, provider states (the latest wins), and a session without any.
+func resumeAgreesWithLoad(t *testing.T, s session.Store) {
+	desc := session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"continuable"}`)}
+	msg := func(role, text string) session.Entry {
+		return session.Entry{Kind: session.EntryMessage, Role: role, Content: []session.Block{{Type: "text", Text: text}}}
+	}
+	state := func(v string) session.Entry {
+		return session.Entry{Kind: session.EntryProviderState, State: json.RawMessage(`{"v":"` + v + `"}`)}
+	}
+	check := func(id string) {
+		t.Helper()
+		r, err := s.Resume(ctx, id)
+		require.NoError(t, err)
+		snap, err := s.Load(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, snap.Header.Epoch, r.Header.Epoch)
+		want := snap.Resumed()
+		if want.Descriptor != nil {
+			require.JSONEq(t, string(want.Descriptor), string(r.Descriptor))
+			r.Descriptor, want.Descriptor = nil, nil
+		}
+		if want.State != nil {
+			require.JSONEq(t, string(want.State), string(r.State))
+			r.State, want.State = nil, nil
+		}
+		require.Equal(t, want, r, "session %s", id)
+		for _, upTo := range []uint64{0, 1, r.LogSeq / 2, r.LogSeq} {
+			got, err := s.History(ctx, id, upTo)
+			require.NoError(t, err)
+			require.Equal(t, len(snap.MessagesUpTo(upTo)), len(got), "session %s, upTo %d", id, upTo)
+			for i, e := range snap.MessagesUpTo(upTo) {
+				require.Equal(t, e, got[i])
+			}
+		}
+	}
+
+	require.NoError(t, s.Create(ctx, session.Header{ID: "empty"}, nil))
+	check("empty")
+
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1", SeedLength: 2}, []session.Entry{msg("user", "seed q"), msg("assistant", "seed a"), desc}))
+	check("c1")
+	r, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	e := r.Header.Epoch
+	for _, m := range []session.InboxMessage{{ID: "m1"}, {ID: "m2"}, {ID: "dup"}, {ID: "dup"}, {ID: "m3", Quiet: true},
+		{ID: "m4"}, {ID: "m5"}} {
+		_, err := s.Accept(ctx, "c1", e, m)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Append(ctx, "c1", e,
+		session.Entry{Kind: session.EntryTurnStart, InboxID: "m1"}, msg("user", "one"), msg("assistant", "answer one"),
+		session.Entry{Kind: session.EntryTurnEnd, InboxID: "m1", StopReason: "completed"}, state("a")))
+	check("c1") // m2, both dups, m3, m4, m5 to run; state a
+	r, err = s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	e = r.Header.Epoch
+	require.NoError(t, s.Append(ctx, "c1", e,
+		session.Entry{Kind: session.EntryTurnStart, InboxID: "dup"}, msg("user", "dup"),
+		session.Entry{Kind: session.EntryDiscarded, InboxID: "m4"}))
+	require.NoError(t, s.Append(ctx, "c1", e, session.Entry{Kind: session.EntryTurnStart, InboxID: "m2"}, msg("user", "two"),
+		session.Entry{Kind: session.EntryTurnAborted, InboxID: "m2", StopReason: "aborted"}, state("b")))
+	require.NoError(t, s.Append(ctx, "c1", e, session.Entry{Kind: session.EntryTurnStart, InboxID: "m5"}, state("c"),
+		session.Entry{Kind: session.EntryTurnStart, InboxID: "nobody"}))
+	check("c1") // both dups and m5 cut off, m3 (quiet) to run; state c
+	r, err = s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"m3"}, idsOf(r.ToRun))
+	require.True(t, r.ToRun[0].Quiet)
+	require.Equal(t, []string{"dup", "dup", "m5"}, idsOf(r.CutOff))
+	require.JSONEq(t, `{"v":"c"}`, string(r.State))
+	require.Equal(t, 6, r.Messages)
+}
+
+// Resume takes the next epoch, as Activate does: a write at the previous one is
+// refused; an unknown session is ErrNotFound.
+func resumeTakesAnEpoch(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	first, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	second, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, first.Header.Epoch+1, second.Header.Epoch)
+	err = s.Append(ctx, "c1", first.Header.Epoch, session.Entry{Kind: session.EntryMessage})
+	require.ErrorIs(t, err, session.ErrStaleEpoch)
+	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "m"})
+	require.ErrorIs(t, err, session.ErrStaleEpoch)
+	require.NoError(t, s.Append(ctx, "c1", second.Header.Epoch, session.Entry{Kind: session.EntryMessage}))
+	third, err := s.Activate(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, second.Header.Epoch+1, third.Header.Epoch)
+	_, err = s.Resume(ctx, "nosuch")
+	require.ErrorIs(t, err, session.ErrNotFound)
+	_, err = s.History(ctx, "nosuch", 10)
+	require.ErrorIs(t, err, session.ErrNotFound)
+}
+
+// History as of an activation (upTo: its Resumed.LogSeq) leaves out what was
+// appended after it.
+func historyStopsAtUpTo(t *testing.T, s session.Store) {
+	msg := func(text string) session.Entry {
+		return session.Entry{Kind: session.EntryMessage, Role: "user", Content: []session.Block{{Type: "text", Text: text}}}
+	}
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, []session.Entry{msg("a"), {Kind: session.EntryDescriptor}}))
+	r, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), r.LogSeq)
+	require.Equal(t, 1, r.Messages)
+	require.NoError(t, s.Append(ctx, "c1", r.Header.Epoch, msg("b"), session.Entry{Kind: session.EntryTurnEnd}, msg("c")))
+	got, err := s.History(ctx, "c1", r.LogSeq)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "a", got[0].Content[0].Text)
+	require.Equal(t, uint64(1), got[0].Seq)
+	got, err = s.History(ctx, "c1", 5)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []uint64{1, 3, 5}, []uint64{got[0].Seq, got[1].Seq, got[2].Seq})
+	r, err = s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), r.LogSeq)
+	require.Equal(t, 3, r.Messages)
 }

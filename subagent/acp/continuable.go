@@ -69,7 +69,7 @@ func (r *runner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.Turn
 	}
 	a := r.live(turn.Session)
 	if a == nil {
-		if turn.State == nil && len(turn.History) > 0 {
+		if turn.State == nil && turn.History.Len() > 0 {
 			return r.failed("acp child "+turn.Session+" has history but no recorded ACP session", st)
 		}
 		// The recorded directory (the session's), else Config.Cwd, else the header's.

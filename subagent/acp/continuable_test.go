@@ -326,7 +326,7 @@ func TestInteropA22_LoadFailureDiagnostic(t *testing.T) {
 
 	// No state but a history: never a silent fresh session.
 	res, err = runner.RunTurn(ctxFor(t), subagent.Turn{Session: "c2", Provider: "acp",
-		History: []subagent.Message{{Role: "user", Content: []subagent.Block{{Type: "text", Text: "x"}}}},
+		History: subagent.HistoryOf([]subagent.Message{{Role: "user", Content: []subagent.Block{{Type: "text", Text: "x"}}}}),
 		Input:   subagent.Message{Role: "user", Content: []subagent.Block{{Type: "text", Text: "again"}}}})
 	require.NoError(t, err)
 	require.Equal(t, subagent.StopError, res.StopReason)

@@ -393,6 +393,20 @@ func (s *recStore) Activate(ctx context.Context, id string) (session.Snapshot, e
 	return snap, err
 }
 
+// Resume is how an Activation acquires its epoch: recorded as Activate is.
+func (s *recStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	call := s.w.tick()
+	r, err := s.Store.Resume(ctx, id)
+	ret := s.w.tick()
+	if err == nil {
+		s.mu.Lock()
+		s.last[id] = r.Header.Epoch
+		s.mu.Unlock()
+		s.w.record(opRec{session: id, kind: opAcquire, epoch: r.Header.Epoch, call: call, ret: ret})
+	}
+	return r, err
+}
+
 func (s *recStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
 	f := s.getFault()
 	if f != nil {

@@ -139,11 +139,12 @@ func (r *contRig) newResident(b *testing.B, id string) {
 	})
 }
 
-// rotateEvery bounds a resident child's history in the followup benchmarks: every
-// turn appends to it, and each turn hands the runner a copy of it (Turn.History),
-// so a turn's cost grows with the session. After this many followups the benchmark
-// moves on to a fresh resident child (set up with the timer stopped).
-// BenchmarkContinuableFollowupToTurnStartHistory10k measures a long session.
+// rotateEvery keeps the sessions of the short-history followup benchmarks short:
+// after this many followups the benchmark moves on to a fresh resident child (set
+// up with the timer stopped), so the figure does not drift with b.N as the
+// in-memory store's log grows. A turn no longer copies the history (Turn.History
+// is handed over shared, or read on demand), so its cost does not grow with the
+// session: BenchmarkContinuableFollowupToTurnStartHistory10k measures a long one.
 const rotateEvery = 64
 
 // BenchmarkContinuableFollowupToTurnStart: one op is a Followup to a resident,
@@ -270,9 +271,11 @@ func buildSession(b *testing.B, s session.Store, id string, turns int) {
 }
 
 // coldRestore measures a Followup to a settled child (no Activation) until its turn
-// starts: the directory loads the session, authorizes, activates it (a new epoch),
-// spawns the Activation, which restores its history and accepts and starts the
-// message — every write a synced bbolt commit. next returns the child for the next
+// starts: the directory reads the session's head, authorizes, resumes it
+// (Store.Resume: a new epoch, and the header, descriptor, provider state and open
+// messages — not the log), spawns the Activation, which accepts and starts the
+// message — every write a synced bbolt commit. The no-op runner never reads the
+// history (Turn.History.Messages), so nothing of the log is read. next returns the child for the next
 // op; it and the wait for the previous Activation's disposal run with the timer
 // stopped.
 func coldRestore(b *testing.B, r *contRig, next func() string) {
@@ -340,6 +343,7 @@ const memActivations = 1_000
 // Reports B/activation and goroutines/activation. One op is one whole measurement
 // on a fresh System.
 func BenchmarkMemoryIdleActivation(b *testing.B) {
+	exactHeapProfile("TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	b.ReportAllocs()
 	var per, gor float64
 	for i := 0; i < b.N; i++ {
@@ -413,6 +417,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	}
 	r.awaitIdle(b, n)
 	after := heapInUse()
+	writeHeapProfile(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	bytesPer = float64(after-before) / float64(n)
 	goroutinesPer = float64(runtime.NumGoroutine()-g0) / float64(n)
 	runtime.KeepAlive(ids)

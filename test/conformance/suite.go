@@ -114,9 +114,15 @@ func startResult(t *testing.T, f Factory) {
 	require.Equal(t, "say hello", turns[0].Input.Text())
 	require.Equal(t, 1, turns[0].Depth, "a child of a depth-0 parent is at depth 1")
 	if b.p.InheritsParentContext() {
-		require.Equal(t, parent().History, turns[0].History, "a provider that inherits the parent's context sees its turns")
+		got, err := turns[0].History.Messages(ctxFor(t))
+		require.NoError(t, err)
+		require.Equal(t, parent().History, got, "a provider that inherits the parent's context sees its turns")
+		require.Equal(t, len(parent().History), turns[0].History.Len())
 	} else {
-		require.Empty(t, turns[0].History, "a provider that does not inherit the parent's context starts fresh")
+		require.Zero(t, turns[0].History.Len(), "a provider that does not inherit the parent's context starts fresh")
+		got, err := turns[0].History.Messages(ctxFor(t))
+		require.NoError(t, err)
+		require.Empty(t, got)
 	}
 
 	second := b.start(t, subagent.Request{Prompt: "again", Parent: parent()})

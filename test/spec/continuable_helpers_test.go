@@ -94,6 +94,17 @@ func (s *contStore) Activate(ctx context.Context, id string) (session.Snapshot, 
 	return snap, err
 }
 
+func (s *contStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	s.mu.Lock()
+	hook := s.mu.onActivate
+	s.mu.Unlock()
+	r, err := s.Memory.Resume(ctx, id)
+	if hook != nil {
+		hook(id)
+	}
+	return r, err
+}
+
 func (s *contStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
 	s.mu.Lock()
 	hook := s.mu.onAccept

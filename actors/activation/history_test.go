@@ -1,0 +1,135 @@
+package activation_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// countingStore counts the model history reads (Store.History).
+type countingStore struct {
+	*session.Memory
+	reads atomic.Int64
+}
+
+func (s *countingStore) History(ctx context.Context, id string, upTo uint64) ([]session.Entry, error) {
+	s.reads.Add(1)
+	return s.Memory.History(ctx, id, upTo)
+}
+
+// historyRunner answers "answer to <input>"; with read set it reads each turn's
+// whole history and reports it (its length before the read, and the texts). A
+// turn whose input is "wait" waits for gate.
+type historyRunner struct {
+	read  bool
+	gate  chan struct{}
+	turns chan []string
+	lens  chan int
+}
+
+func (r *historyRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.TurnResult, error) {
+	in := turn.Input.Text()
+	if in == "wait" {
+		<-r.gate
+	}
+	r.lens <- turn.History.Len()
+	var texts []string
+	if r.read {
+		ms, err := turn.History.Messages(ctx)
+		if err != nil {
+			return subagent.TurnResult{}, err
+		}
+		for _, m := range ms {
+			texts = append(texts, m.Role+": "+m.Text())
+		}
+	}
+	r.turns <- texts
+	return subagent.TurnResult{Messages: []subagent.Message{{Role: "assistant",
+		Content: []subagent.Block{{Type: "text", Text: "answer to " + in}}}}}, nil
+}
+
+func historyRig(t *testing.T, runner *historyRunner) (*countingStore, func(text string), func(), *owner.Agent, chan owner.Message) {
+	sys, _ := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &countingStore{Memory: session.NewMemory()}
+	m, err := sys.StartContinuations(store, rt, runner, nil)
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	start := func() {
+		_, _, err := m.Start(context.Background(), parent, "spawn", "h", "c1", subagent.Request{Prompt: "task"})
+		require.NoError(t, err)
+	}
+	followup := func(text string) {
+		_, err := m.Followup(context.Background(), parent, "c1", text, session.Source{Kind: "coordinator"})
+		require.NoError(t, err)
+	}
+	return store, followup, start, parent, in.msgs
+}
+
+func recv[T any](t *testing.T, ch chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received")
+	}
+	panic("unreachable")
+}
+
+// A cold resume does not read the model history: the runner sees its length,
+// reads it on demand (from the store: the log as of the resume), and the
+// Activation keeps what was read, so the next turn of the same epoch gets the
+// whole history — the earlier turns, this epoch's, in order — without another read.
+func TestColdResumeReadsTheHistoryOnDemandOnce(t *testing.T) {
+	runner := &historyRunner{read: true, gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
+	store, followup, start, _, notices := historyRig(t, runner)
+	start()
+	require.Equal(t, 0, recv(t, runner.lens))
+	require.Empty(t, recv(t, runner.turns))
+	recv(t, notices) // settled: the Activation is gone
+	require.Zero(t, store.reads.Load(), "an empty history is never read")
+
+	followup("wait") // cold resume; its turn waits while a second followup queues
+	followup("again")
+	close(runner.gate)
+	require.Equal(t, 2, recv(t, runner.lens))
+	require.Equal(t, []string{"user: task", "assistant: answer to task"}, recv(t, runner.turns))
+	require.Equal(t, 4, recv(t, runner.lens))
+	require.Equal(t, []string{"user: task", "assistant: answer to task", "user: wait", "assistant: answer to wait"},
+		recv(t, runner.turns))
+	recv(t, notices)
+	require.Equal(t, int64(1), store.reads.Load(), "read once, then kept")
+}
+
+// A runner that never asks for the history never has it read: restoring a
+// session costs nothing per earlier turn.
+func TestColdResumeWithoutReadingTheHistory(t *testing.T) {
+	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
+	store, followup, start, _, notices := historyRig(t, runner)
+	start()
+	recv(t, runner.lens)
+	recv(t, runner.turns)
+	recv(t, notices)
+	for i, want := range []int{2, 4} {
+		followup([]string{"one", "two"}[i])
+		require.Equal(t, want, recv(t, runner.lens))
+		recv(t, runner.turns)
+		recv(t, notices)
+	}
+	require.Zero(t, store.reads.Load())
+}

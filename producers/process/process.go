@@ -376,7 +376,7 @@ func (p *proc) pump(wg *sync.WaitGroup, r io.Reader, ch output.Channel) {
 			if ch == output.Stderr {
 				channel = "stderr"
 			}
-			p.rec.Append(string(b[:n]), job.AppendOptions{Channel: channel})
+			p.rec.AppendBytes(b[:n], job.AppendOptions{Channel: channel})
 		}
 		if err != nil {
 			return

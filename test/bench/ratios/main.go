@@ -231,6 +231,7 @@ var otherRatios = []ratio{
 	{"shell stream throughput / pipe to io.Discard", "ShellThroughput", "PipeBaseline", "MB/s", atLeast(0.8), ""},
 	// issue 15: notice latency settle → owner's surface ≤ 2× request/response.
 	{"notice latency, settle → owner's surface / floor request-response (same package)", "NoticeLatency", "JobtoolsFloorRequestResponse", "ns/notice", atMost(2), "ns/op"},
+	{"  (shell stream CPU time, process + command, per 64 MiB / pipe's)", "ShellThroughput", "PipeBaseline", "cpu-ns/op", info, ""},
 	{"shell start → first output / os/exec", "ShellStartToFirstOutput", "ExecStartToOutput", "ns/op", info, ""},
 	{"shell kill → settled (SIGTERM obeyed) / os/exec SIGTERM + Wait", "ShellKillToSettled", "ExecKillToExit", "ns/op", info, ""},
 	{"job_output on a stream job / raw registry read", "JobOutputStream", "RawRead", "ns/op", info, ""},

@@ -191,12 +191,12 @@ func (r *Record) popHead() {
 }
 
 // reserve makes the ring hold at least need bytes, keeping the retained ones at
-// their positions: it doubles (from 4 KiB) up to the retention. Callers hold the lock.
+// their positions: it doubles (from 256 B) up to the retention. Callers hold the lock.
 func (r *Record) reserve(need int) {
 	if need <= len(r.mu.ring) {
 		return
 	}
-	n := max(need, min(max(2*len(r.mu.ring), 4<<10), r.mu.retain))
+	n := max(need, min(max(2*len(r.mu.ring), 256), r.mu.retain))
 	r.resize(n)
 }
 

@@ -38,14 +38,35 @@ type block [blockSize]byte
 // idle buffer holds none, and the pool's are the GC's to reclaim.
 var blocks = sync.Pool{New: func() any { return new(block) }}
 
-// span is a run of one channel's unread bytes: blk[lo:hi].
+// smallSpan is the capacity of the first span of a buffer holding nothing: an
+// owned slice rather than a pooled block, so a job that printed a line and idles
+// holds bytes, not a 32 KiB block. Writes past it, or larger, take blocks.
+const smallSpan = 1 << 10
+
+// span is a run of one channel's unread bytes: mem()[lo:hi], in a pooled block
+// (blk) or an owned slice (own).
 type span struct {
 	ch     Channel
 	blk    *block
+	own    []byte
 	lo, hi int
 }
 
-func (c *span) data() []byte { return c.blk[c.lo:c.hi] }
+func (c *span) mem() []byte {
+	if c.blk != nil {
+		return c.blk[:]
+	}
+	return c.own
+}
+
+func (c *span) data() []byte { return c.mem()[c.lo:c.hi] }
+
+// release returns c's block, if it has one, to the pool.
+func (c *span) release() {
+	if c.blk != nil {
+		blocks.Put(c.blk)
+	}
+}
 
 // Buffer holds unread output up to a byte budget; older unread bytes are evicted
 // first (keeping a UTF-8-safe tail) and counted as dropped. It is a leaf helper:
@@ -90,19 +111,23 @@ func (b *Buffer) Write(ch Channel, p []byte) {
 	b.evict(b.mu.size + len(p) - b.retain)
 	for len(p) > 0 {
 		n := len(b.mu.chunks)
-		if n == 0 || b.mu.chunks[n-1].ch != ch || b.mu.chunks[n-1].hi == blockSize {
-			b.mu.chunks = append(b.mu.chunks, span{ch: ch, blk: blocks.Get().(*block)})
+		if n == 0 || b.mu.chunks[n-1].ch != ch || b.mu.chunks[n-1].hi == len(b.mu.chunks[n-1].mem()) {
+			if n == 0 && len(p) <= smallSpan {
+				b.mu.chunks = append(b.mu.chunks, span{ch: ch, own: make([]byte, smallSpan)})
+			} else {
+				b.mu.chunks = append(b.mu.chunks, span{ch: ch, blk: blocks.Get().(*block)})
+			}
 			n++
 		}
 		tail := &b.mu.chunks[n-1]
-		k := copy(tail.blk[tail.hi:], p)
+		k := copy(tail.mem()[tail.hi:], p)
 		tail.hi += k
 		b.mu.size += k
 		p = p[k:]
 	}
 	// A head chunk that now starts inside a rune (the rune began in evicted
 	// bytes) loses those continuation bytes too: the delta stays valid UTF-8.
-	for b.mu.dropped > 0 && len(b.mu.chunks) > 0 && !utf8.RuneStart(b.mu.chunks[0].blk[b.mu.chunks[0].lo]) {
+	for b.mu.dropped > 0 && len(b.mu.chunks) > 0 && !utf8.RuneStart(b.mu.chunks[0].data()[0]) {
 		b.trimHead(0)
 	}
 }
@@ -127,7 +152,7 @@ func (b *Buffer) evict(over int) {
 
 // popHead removes the head chunk and recycles its block. Callers hold the lock.
 func (b *Buffer) popHead() {
-	blocks.Put(b.mu.chunks[0].blk)
+	b.mu.chunks[0].release()
 	b.mu.chunks[0] = span{}
 	b.mu.chunks = b.mu.chunks[1:]
 }
@@ -206,7 +231,7 @@ func (b *Buffer) ReadDelta() (string, error) {
 		} else {
 			out.Write(chunks[i].data())
 		}
-		blocks.Put(chunks[i].blk)
+		chunks[i].release()
 		chunks[i] = span{}
 	}
 	outText := b.holdBack(Stdout, out.String())
@@ -244,8 +269,8 @@ func (b *Buffer) holdBack(ch Channel, text string) string {
 	}
 	whole, partial := job.SplitPartial(text)
 	if partial != "" {
-		c := span{ch: ch, blk: blocks.Get().(*block)}
-		c.hi = copy(c.blk[:], partial)
+		c := span{ch: ch, own: []byte(partial)}
+		c.hi = len(partial)
 		b.mu.chunks = append([]span{c}, b.mu.chunks...)
 		b.mu.size += len(partial)
 	}

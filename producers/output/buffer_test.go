@@ -165,3 +165,23 @@ func TestWritesAcrossBlocksReadBackWhole(t *testing.T) {
 		require.GreaterOrEqual(t, len(body), retain-utf8.UTFMax, "retain %d: the budget is used", retain)
 	}
 }
+
+// TestSmallOutputHoldsNoBlock: a line nobody reads is held in a small owned
+// slice, not a pooled 32 KiB block; a stream of reads takes blocks and, once they
+// circulate, writes allocate nothing.
+func TestSmallOutputHoldsNoBlock(t *testing.T) {
+	b := New(0)
+	b.Write(Stdout, []byte("hi\n"))
+	require.Len(t, b.mu.chunks, 1)
+	require.Nil(t, b.mu.chunks[0].blk)
+	require.Equal(t, smallSpan, cap(b.mu.chunks[0].own))
+
+	p := []byte(strings.Repeat("x", blockSize))
+	for range 16 { // past the budget: evicted blocks go back to the pool
+		b.Write(Stdout, p)
+	}
+	allocs := testing.AllocsPerRun(100, func() { b.Write(Stdout, p) })
+	require.Less(t, allocs, 0.5, "a steady stream of writes reuses blocks")
+	got, _ := b.ReadDelta()
+	require.LessOrEqual(t, len(got), DefaultRetainBytes+1+len(DroppedLine))
+}

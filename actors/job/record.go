@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -31,14 +32,20 @@ type Chunk struct {
 // puts it in its Spec, and Appends to it from its own goroutines; appends made
 // before the job is registered are published with the registration. It is a leaf
 // helper: its lock guards only its own chunks.
+//
+// The retained bytes live in one ring (grown on demand up to the retention, shrunk
+// to what is kept at Seal), so an append copies its bytes once and allocates
+// nothing in steady state; Read makes the strings a follower gets.
 type Record struct {
 	mu struct {
 		sync.Mutex
-		chunks    []Chunk
-		size      int
-		total     int64 // bytes ever appended (the next offset)
-		earliest  int64 // offset of the oldest retained byte
-		gap       bool  // the next retained chunk follows dropped bytes
+		ring      []byte   // retained bytes at ring position pos mod len(ring)
+		chunks    []rchunk // retained, oldest first
+		size      int      // retained bytes (≤ retain)
+		stored    int64    // ring position of the next byte stored
+		total     int64    // bytes ever appended (the next offset)
+		earliest  int64    // offset of the oldest retained byte
+		gap       bool     // the next retained chunk follows dropped bytes
 		retain    int
 		settled   bool
 		id        string
@@ -49,6 +56,14 @@ type Record struct {
 		// until the next append on that channel completes it (or Seal ends it).
 		partial map[string]string
 	}
+}
+
+// rchunk is one retained append: n bytes at ring position pos, record offset offset.
+type rchunk struct {
+	offset, pos int64
+	n           int
+	channel     string
+	gap         bool
 }
 
 // NewRecord returns an empty record with the default retention.
@@ -73,8 +88,12 @@ type AppendOptions struct {
 // become U+FFFD, and a rune split across two appends on one channel is recorded
 // whole with the second (a trailing incomplete sequence waits for it; Seal records
 // one still waiting as U+FFFD). Offsets count the recorded bytes.
-func (r *Record) Append(text string, opts AppendOptions) {
-	if text == "" {
+func (r *Record) Append(text string, opts AppendOptions) { r.AppendBytes([]byte(text), opts) }
+
+// AppendBytes is Append of p's bytes, which it copies: the caller keeps p (a
+// producer's read buffer).
+func (r *Record) AppendBytes(p []byte, opts AppendOptions) {
+	if len(p) == 0 {
 		return
 	}
 	r.mu.Lock()
@@ -86,32 +105,48 @@ func (r *Record) Append(text string, opts AppendOptions) {
 		}
 		return
 	}
-	if p := r.mu.partial[opts.Channel]; p != "" {
-		text = p + text
+	if held := r.mu.partial[opts.Channel]; held != "" {
+		p = append([]byte(held), p...)
 		delete(r.mu.partial, opts.Channel)
 	}
-	text, partial := SplitPartial(text)
-	if partial != "" {
+	p, partial := splitPartialBytes(p)
+	if len(partial) > 0 {
 		if r.mu.partial == nil {
 			r.mu.partial = map[string]string{}
 		}
-		r.mu.partial[opts.Channel] = partial
+		r.mu.partial[opts.Channel] = string(partial)
 	}
-	if text == "" {
+	if len(p) == 0 {
 		r.mu.gap = r.mu.gap || opts.GapBefore // the gap precedes the held bytes
 		r.mu.Unlock()
 		return
 	}
-	ls := r.appendLocked(ValidText(text), opts)
+	if !utf8.Valid(p) {
+		p = []byte(strings.ToValidUTF8(string(p), "\uFFFD"))
+	}
+	ls := r.appendLocked(p, opts)
 	r.mu.Unlock()
 	for _, l := range ls {
 		l()
 	}
 }
 
+// splitPartialBytes is SplitPartial on bytes.
+func splitPartialBytes(p []byte) (whole, partial []byte) {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				return p[:i], p[i:]
+			}
+			break
+		}
+	}
+	return p, nil
+}
+
 // appendLocked records valid text and returns the listeners to call once the lock
 // is released. Callers hold the lock.
-func (r *Record) appendLocked(text string, opts AppendOptions) []func() {
+func (r *Record) appendLocked(text []byte, opts AppendOptions) []func() {
 	offset := r.mu.total
 	r.mu.total += int64(len(text))
 	gap := opts.GapBefore || r.mu.gap
@@ -123,9 +158,24 @@ func (r *Record) appendLocked(text string, opts AppendOptions) []func() {
 		}
 		text, offset, gap = text[cut:], offset+int64(cut), true
 	}
-	r.mu.chunks = append(r.mu.chunks, Chunk{Offset: offset, Text: text, Channel: opts.Channel, GapBefore: gap})
+	// Evict the oldest chunks the new one would push past the budget (it is kept
+	// even alone over budget: it was cut to it above).
+	evicted := false
+	for r.mu.size+len(text) > r.mu.retain && len(r.mu.chunks) > 0 {
+		r.popHead()
+		evicted = true
+	}
+	if evicted && len(r.mu.chunks) > 0 {
+		r.mu.chunks[0].gap = true
+	} else if evicted {
+		gap = true
+	}
+	r.reserve(r.mu.size + len(text))
+	put(r.mu.ring, r.mu.stored, text)
+	r.mu.chunks = append(r.mu.chunks, rchunk{offset: offset, pos: r.mu.stored, n: len(text), channel: opts.Channel, gap: gap})
+	r.mu.stored += int64(len(text))
 	r.mu.size += len(text)
-	r.trim(r.mu.retain)
+	r.mu.earliest = r.mu.chunks[0].offset
 	ls := make([]func(), 0, len(r.mu.listeners))
 	for _, l := range r.mu.listeners {
 		ls = append(ls, l)
@@ -133,17 +183,69 @@ func (r *Record) appendLocked(text string, opts AppendOptions) []func() {
 	return ls
 }
 
+// popHead evicts the oldest chunk. Callers hold the lock.
+func (r *Record) popHead() {
+	r.mu.size -= r.mu.chunks[0].n
+	r.mu.chunks[0] = rchunk{}
+	r.mu.chunks = r.mu.chunks[1:]
+}
+
+// reserve makes the ring hold at least need bytes, keeping the retained ones at
+// their positions: it doubles (from 256 B) up to the retention. Callers hold the lock.
+func (r *Record) reserve(need int) {
+	if need <= len(r.mu.ring) {
+		return
+	}
+	n := max(need, min(max(2*len(r.mu.ring), 256), r.mu.retain))
+	r.resize(n)
+}
+
+// resize moves the retained bytes into a ring of n bytes (n ≥ size; 0: none).
+// Callers hold the lock.
+func (r *Record) resize(n int) {
+	var ring []byte
+	if n > 0 {
+		ring = make([]byte, n)
+	}
+	for _, c := range r.mu.chunks {
+		i := int(c.pos % int64(len(r.mu.ring)))
+		first := min(c.n, len(r.mu.ring)-i)
+		put(ring, c.pos, r.mu.ring[i:i+first])
+		put(ring, c.pos+int64(first), r.mu.ring[:c.n-first])
+	}
+	r.mu.ring = ring
+}
+
+// put writes b into ring at position pos (wrapping).
+func put(ring []byte, pos int64, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	i := int(pos % int64(len(ring)))
+	k := copy(ring[i:], b)
+	copy(ring, b[k:])
+}
+
+// text returns chunk c's bytes as a string. Callers hold the lock.
+func (r *Record) text(c rchunk) string {
+	var b strings.Builder
+	b.Grow(c.n)
+	i := int(c.pos % int64(len(r.mu.ring)))
+	first := min(c.n, len(r.mu.ring)-i)
+	b.Write(r.mu.ring[i : i+first])
+	b.Write(r.mu.ring[:c.n-first])
+	return b.String()
+}
+
 // trim evicts whole chunks, oldest first, until size ≤ limit (keeping at least the
 // newest chunk). Callers hold the lock.
 func (r *Record) trim(limit int) {
 	for r.mu.size > limit && len(r.mu.chunks) > 1 {
-		r.mu.size -= len(r.mu.chunks[0].Text)
-		r.mu.chunks[0] = Chunk{}
-		r.mu.chunks = r.mu.chunks[1:]
-		r.mu.chunks[0].GapBefore = true
+		r.popHead()
+		r.mu.chunks[0].gap = true
 	}
 	if len(r.mu.chunks) > 0 {
-		r.mu.earliest = r.mu.chunks[0].Offset
+		r.mu.earliest = r.mu.chunks[0].offset
 	} else {
 		r.mu.earliest = r.mu.total
 	}
@@ -160,18 +262,20 @@ func (r *Record) Read(from int64) (chunks []Chunk, next int64, lossy bool, err e
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.mu.chunks {
-		end := c.Offset + int64(len(c.Text))
+		end := c.offset + int64(c.n)
 		if end <= from {
 			continue
 		}
-		if c.Offset < from { // from falls inside this chunk
-			skip := int(from - c.Offset)
-			for skip < len(c.Text) && !utf8.RuneStart(c.Text[skip]) {
+		text := r.text(c)
+		if c.offset < from { // from falls inside this chunk
+			skip := int(from - c.offset)
+			for skip < len(text) && !utf8.RuneStart(text[skip]) {
 				skip++
 			}
-			c = Chunk{Offset: c.Offset + int64(skip), Text: c.Text[skip:], Channel: c.Channel}
+			chunks = append(chunks, Chunk{Offset: c.offset + int64(skip), Text: text[skip:], Channel: c.channel})
+			continue
 		}
-		chunks = append(chunks, c)
+		chunks = append(chunks, Chunk{Offset: c.offset, Text: text, Channel: c.channel, GapBefore: c.gap})
 	}
 	return chunks, r.mu.total, from < r.mu.earliest, nil
 }
@@ -213,12 +317,13 @@ func (r *Record) Seal() {
 	// A sequence still incomplete never will be: it is recorded as U+FFFD (in
 	// channel order, for determinism). Followers read it with the terminal frame.
 	for _, ch := range slices.Sorted(maps.Keys(r.mu.partial)) {
-		r.appendLocked(ValidText(r.mu.partial[ch]), AppendOptions{Channel: ch})
+		r.appendLocked([]byte(ValidText(r.mu.partial[ch])), AppendOptions{Channel: ch})
 	}
 	r.mu.partial = nil
 	r.mu.settled = true
 	r.mu.retain = DefaultSettledRetainBytes
 	r.trim(r.mu.retain)
+	r.resize(r.mu.size) // a settled record keeps only what it retains
 }
 
 const maxSafeInteger = 1<<53 - 1

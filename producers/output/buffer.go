@@ -27,9 +27,45 @@ const (
 	Log // narration for humans: kept out of the model's delta
 )
 
-type chunk struct {
-	ch   Channel
-	data []byte
+// blockSize is the size of the blocks a Buffer stores its bytes in: a write fills
+// the tail block of its channel before taking a new one, so a producer's reads
+// (32 KiB, producers/process) cost no allocation once blocks circulate.
+const blockSize = 32 << 10
+
+type block [blockSize]byte
+
+// blocks recycles the blocks of evicted and read bytes across every Buffer: an
+// idle buffer holds none, and the pool's are the GC's to reclaim.
+var blocks = sync.Pool{New: func() any { return new(block) }}
+
+// smallSpan is the capacity of the first span of a buffer holding nothing: an
+// owned slice rather than a pooled block, so a job that printed a line and idles
+// holds bytes, not a 32 KiB block. Writes past it, or larger, take blocks.
+const smallSpan = 1 << 10
+
+// span is a run of one channel's unread bytes: mem()[lo:hi], in a pooled block
+// (blk) or an owned slice (own).
+type span struct {
+	ch     Channel
+	blk    *block
+	own    []byte
+	lo, hi int
+}
+
+func (c *span) mem() []byte {
+	if c.blk != nil {
+		return c.blk[:]
+	}
+	return c.own
+}
+
+func (c *span) data() []byte { return c.mem()[c.lo:c.hi] }
+
+// release returns c's block, if it has one, to the pool.
+func (c *span) release() {
+	if c.blk != nil {
+		blocks.Put(c.blk)
+	}
 }
 
 // Buffer holds unread output up to a byte budget; older unread bytes are evicted
@@ -40,7 +76,7 @@ type Buffer struct {
 	retain int
 	mu     struct {
 		sync.Mutex
-		chunks  []chunk // unread, oldest first
+		chunks  []span // unread, oldest first
 		size    int
 		dropped int64     // evicted since the last ReadDelta
 		total   int64     // bytes ever written
@@ -56,7 +92,8 @@ func New(retain int) *Buffer {
 	return &Buffer{retain: retain}
 }
 
-// Write appends p to channel ch. It never blocks on a reader.
+// Write appends p to channel ch (copying it: the caller keeps p). It never blocks
+// on a reader.
 func (b *Buffer) Write(ch Channel, p []byte) {
 	if len(p) == 0 || ch == Log {
 		return
@@ -69,37 +106,66 @@ func (b *Buffer) Write(ch Channel, p []byte) {
 		b.mu.dropped += int64(cut)
 		p = p[cut:]
 	}
-	b.mu.chunks = append(b.mu.chunks, chunk{ch: ch, data: append([]byte(nil), p...)})
-	b.mu.size += len(p)
-	for b.mu.size > b.retain {
-		head := &b.mu.chunks[0]
-		over := b.mu.size - b.retain
-		if over >= len(head.data) {
-			b.mu.size -= len(head.data)
-			b.mu.dropped += int64(len(head.data))
-			b.mu.chunks[0] = chunk{}
-			b.mu.chunks = b.mu.chunks[1:]
-			continue
+	// Evict what p's bytes would push past the budget before storing them, so
+	// the buffer never holds more than retain plus one partly filled block.
+	b.evict(b.mu.size + len(p) - b.retain)
+	for len(p) > 0 {
+		n := len(b.mu.chunks)
+		if n == 0 || b.mu.chunks[n-1].ch != ch || b.mu.chunks[n-1].hi == len(b.mu.chunks[n-1].mem()) {
+			if n == 0 && len(p) <= smallSpan {
+				b.mu.chunks = append(b.mu.chunks, span{ch: ch, own: make([]byte, smallSpan)})
+			} else {
+				b.mu.chunks = append(b.mu.chunks, span{ch: ch, blk: blocks.Get().(*block)})
+			}
+			n++
 		}
-		b.trimHead(over)
+		tail := &b.mu.chunks[n-1]
+		k := copy(tail.mem()[tail.hi:], p)
+		tail.hi += k
+		b.mu.size += k
+		p = p[k:]
 	}
-	// A head chunk that now starts inside a rune (the rune began in an evicted
-	// chunk) loses those continuation bytes too: the delta stays valid UTF-8.
-	if b.mu.dropped > 0 && len(b.mu.chunks) > 0 {
+	// A head chunk that now starts inside a rune (the rune began in evicted
+	// bytes) loses those continuation bytes too: the delta stays valid UTF-8.
+	for b.mu.dropped > 0 && len(b.mu.chunks) > 0 && !utf8.RuneStart(b.mu.chunks[0].data()[0]) {
 		b.trimHead(0)
 	}
+}
+
+// evict drops at least over bytes (if positive) from the head, whole chunks
+// first, then up to a rune start inside the last one. Callers hold the lock.
+func (b *Buffer) evict(over int) {
+	for over > 0 && len(b.mu.chunks) > 0 {
+		head := &b.mu.chunks[0]
+		if n := head.hi - head.lo; over >= n {
+			b.mu.size -= n
+			b.mu.dropped += int64(n)
+			over -= n
+			b.popHead()
+			continue
+		}
+		before := b.mu.size
+		b.trimHead(over)
+		over -= before - b.mu.size
+	}
+}
+
+// popHead removes the head chunk and recycles its block. Callers hold the lock.
+func (b *Buffer) popHead() {
+	b.mu.chunks[0].release()
+	b.mu.chunks[0] = span{}
+	b.mu.chunks = b.mu.chunks[1:]
 }
 
 // trimHead drops at least n bytes from the head chunk, up to the next rune start.
 func (b *Buffer) trimHead(n int) {
 	head := &b.mu.chunks[0]
-	cut := tailStart(head.data, n)
-	head.data = head.data[cut:]
+	cut := tailStart(head.data(), n)
+	head.lo += cut
 	b.mu.size -= cut
 	b.mu.dropped += int64(cut)
-	if len(head.data) == 0 {
-		b.mu.chunks[0] = chunk{}
-		b.mu.chunks = b.mu.chunks[1:]
+	if head.lo == head.hi {
+		b.popHead()
 	}
 }
 
@@ -148,34 +214,51 @@ func (b *Buffer) ReadDelta() (string, error) {
 	b.mu.Lock()
 	chunks, dropped := b.mu.chunks, b.mu.dropped
 	b.mu.chunks, b.mu.size, b.mu.dropped = nil, 0, 0
-	var out, errs strings.Builder
-	for _, c := range chunks {
-		if c.ch == Stderr {
-			errs.Write(c.data)
+	var nOut, nErr int
+	for i := range chunks {
+		if chunks[i].ch == Stderr {
+			nErr += chunks[i].hi - chunks[i].lo
 		} else {
-			out.Write(c.data)
+			nOut += chunks[i].hi - chunks[i].lo
 		}
+	}
+	var out, errs strings.Builder
+	out.Grow(nOut)
+	errs.Grow(nErr)
+	for i := range chunks {
+		if chunks[i].ch == Stderr {
+			errs.Write(chunks[i].data())
+		} else {
+			out.Write(chunks[i].data())
+		}
+		chunks[i].release()
+		chunks[i] = span{}
 	}
 	outText := b.holdBack(Stdout, out.String())
 	errText := b.holdBack(Stderr, errs.String())
 	b.mu.Unlock()
-	out.Reset()
-	out.WriteString(strings.ToValidUTF8(outText, "\uFFFD"))
-	errText = strings.ToValidUTF8(errText, "\uFFFD")
+	outText = job.ValidText(outText)
+	errText = job.ValidText(errText)
+	if errText == "" && dropped == 0 {
+		return outText, nil // the common case: no second copy
+	}
+	var d strings.Builder
+	d.Grow(len(outText) + 1 + len("[stderr]\n") + len(errText) + 1 + len(DroppedLine))
+	d.WriteString(outText)
 	if len(errText) > 0 {
-		if out.Len() > 0 && !strings.HasSuffix(out.String(), "\n") {
-			out.WriteByte('\n')
+		if d.Len() > 0 && !strings.HasSuffix(outText, "\n") {
+			d.WriteByte('\n')
 		}
-		out.WriteString("[stderr]\n")
-		out.WriteString(errText)
+		d.WriteString("[stderr]\n")
+		d.WriteString(errText)
 	}
 	if dropped > 0 {
-		if out.Len() > 0 && !strings.HasSuffix(out.String(), "\n") {
-			out.WriteByte('\n')
+		if d.Len() > 0 && !strings.HasSuffix(d.String(), "\n") {
+			d.WriteByte('\n')
 		}
-		out.WriteString(DroppedLine)
+		d.WriteString(DroppedLine)
 	}
-	return out.String(), nil
+	return d.String(), nil
 }
 
 // holdBack returns text without its trailing incomplete UTF-8 sequence, which goes
@@ -186,7 +269,9 @@ func (b *Buffer) holdBack(ch Channel, text string) string {
 	}
 	whole, partial := job.SplitPartial(text)
 	if partial != "" {
-		b.mu.chunks = append([]chunk{{ch: ch, data: []byte(partial)}}, b.mu.chunks...)
+		c := span{ch: ch, own: []byte(partial)}
+		c.hi = len(partial)
+		b.mu.chunks = append([]span{c}, b.mu.chunks...)
 		b.mu.size += len(partial)
 	}
 	return whole

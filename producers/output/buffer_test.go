@@ -11,6 +11,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// chunk is one write of a test case.
+type chunk struct {
+	ch   Channel
+	data []byte
+}
+
 func TestReadDeltaRendersStdoutThenStderrSection(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -128,4 +134,54 @@ func TestReadDeltaIsValidUTF8WhateverIsWritten(t *testing.T) {
 	b.End(Stderr)
 	d, _ := b.ReadDelta()
 	require.True(t, utf8.ValidString(d), "%q", d)
+}
+
+// TestWritesAcrossBlocksReadBackWhole: output written in odd-sized pieces, runes
+// split across pieces and across the buffer's storage blocks, reads back exactly
+// (within the budget) or as its newest whole-rune tail plus the marker (past it).
+func TestWritesAcrossBlocksReadBackWhole(t *testing.T) {
+	var text strings.Builder
+	for i := 0; text.Len() < 3*blockSize+1000; i++ {
+		text.WriteString("line " + strings.Repeat("é日x", i%7) + "\n")
+	}
+	data := []byte(text.String())
+	for _, retain := range []int{len(data), len(data) - 1, blockSize + 5, 1000} {
+		b := New(retain)
+		for i, step := 0, 1; i < len(data); i, step = i+step, step%4093+517 {
+			b.Write(Stdout, data[i:min(i+step, len(data))])
+			require.LessOrEqual(t, b.Unread(), retain)
+		}
+		b.End(Stdout)
+		got, _ := b.ReadDelta()
+		if retain >= len(data) {
+			require.Equal(t, string(data), got, "retain %d", retain)
+			continue
+		}
+		body, ok := strings.CutSuffix(got, DroppedLine) // the output ends with "\n": none is added
+		require.True(t, ok, "retain %d: marker", retain)
+		require.True(t, strings.HasSuffix(string(data), body), "retain %d: a tail of the output", retain)
+		require.True(t, utf8.ValidString(body))
+		require.LessOrEqual(t, len(body), retain)
+		require.GreaterOrEqual(t, len(body), retain-utf8.UTFMax, "retain %d: the budget is used", retain)
+	}
+}
+
+// TestSmallOutputHoldsNoBlock: a line nobody reads is held in a small owned
+// slice, not a pooled 32 KiB block; a stream of reads takes blocks and, once they
+// circulate, writes allocate nothing.
+func TestSmallOutputHoldsNoBlock(t *testing.T) {
+	b := New(0)
+	b.Write(Stdout, []byte("hi\n"))
+	require.Len(t, b.mu.chunks, 1)
+	require.Nil(t, b.mu.chunks[0].blk)
+	require.Equal(t, smallSpan, cap(b.mu.chunks[0].own))
+
+	p := []byte(strings.Repeat("x", blockSize))
+	for range 16 { // past the budget: evicted blocks go back to the pool
+		b.Write(Stdout, p)
+	}
+	allocs := testing.AllocsPerRun(100, func() { b.Write(Stdout, p) })
+	require.Less(t, allocs, 0.5, "a steady stream of writes reuses blocks")
+	got, _ := b.ReadDelta()
+	require.LessOrEqual(t, len(got), DefaultRetainBytes+1+len(DroppedLine))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,12 +20,30 @@ const throughputBytes = 64 << 20
 
 var produce = "head -c " + strconv.Itoa(throughputBytes) + " /dev/zero"
 
+// cpuTime returns the CPU time (user plus system) this process and its waited-for
+// children have used so far: on a loaded machine it moves far less than the wall
+// time does.
+func cpuTime(b *testing.B) time.Duration {
+	var self, kids syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &self))
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids))
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per op since cpu0 (cpu-ns/op: the whole process,
+// GC included, plus the producing command's).
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkShellThroughput runs a producer that writes 64 MiB and reads its deltas
 // until it settles: bytes/s through the job (what the reads did not take in time is
-// dropped by retention, reported as delivered-frac). Baseline: BenchmarkPipeBaseline.
+// dropped by retention, reported as delivered-frac), and the CPU time per op.
+// Baseline: BenchmarkPipeBaseline.
 func BenchmarkShellThroughput(b *testing.B) {
 	sys, _ := troupetest.Served(b)
 	b.SetBytes(throughputBytes)
+	cpu0 := cpuTime(b)
 	var delivered, total int64
 	for b.Loop() {
 		id, err := sys.Jobs().Start(context.Background(), Shell(produce, Config{}))
@@ -42,12 +61,14 @@ func BenchmarkShellThroughput(b *testing.B) {
 		}
 		total += throughputBytes
 	}
+	reportCPU(b, cpu0)
 	b.ReportMetric(float64(delivered)/float64(total), "delivered-frac")
 }
 
 // BenchmarkPipeBaseline pipes the same command's output into io.Discard.
 func BenchmarkPipeBaseline(b *testing.B) {
 	b.SetBytes(throughputBytes)
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		cmd := exec.Command("/bin/sh", "-c", produce)
 		out, err := cmd.StdoutPipe()
@@ -57,6 +78,7 @@ func BenchmarkPipeBaseline(b *testing.B) {
 		require.NoError(b, err)
 		require.NoError(b, cmd.Wait())
 	}
+	reportCPU(b, cpu0)
 }
 
 // BenchmarkShellStartToFirstOutput measures Start until the first read returns output.

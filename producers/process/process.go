@@ -192,6 +192,7 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 			outW.Close()
 			return job.Hooks{}, err
 		}
+		growPipe(outR)
 		cmd.Stdout, cmd.Stderr = outW, errW
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		err = cmd.Start()
@@ -207,6 +208,19 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 		p.run()
 	}
 	return hooks, nil
+}
+
+// pipeBytes is the capacity asked for a shell job's stdout pipe (Linux's default
+// is 64 KiB): a writer producing faster than one read's worth blocks, and wakes
+// the reader, less often.
+const pipeBytes = 1 << 20
+
+// growPipe asks for pipeBytes of capacity on the pipe r reads from; a refusal
+// (a lower fs.pipe-max-size, the per-user pipe budget) keeps the default.
+func growPipe(r *os.File) {
+	if sc, err := r.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeBytes) })
+	}
 }
 
 // run starts supervision of a started process.
@@ -388,7 +402,7 @@ func (p *proc) pump(wg *sync.WaitGroup, r io.Reader, ch output.Channel) {
 			if ch == output.Stderr {
 				channel = "stderr"
 			}
-			p.rec.Append(string(b[:n]), job.AppendOptions{Channel: channel})
+			p.rec.AppendBytes(b[:n], job.AppendOptions{Channel: channel})
 		}
 		if err != nil {
 			return

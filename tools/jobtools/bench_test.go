@@ -3,12 +3,16 @@ package jobtools_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/troupe-rt/troupe/actors/registry"
+	"io"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-rt/troupe/actors/registry"
+
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/actors/job"
@@ -86,6 +90,34 @@ func BenchmarkNoticeLatency(b *testing.B) {
 		total += (<-surface).Sub(start)
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/notice")
+}
+
+type ping struct{}
+
+// BenchmarkJobtoolsFloorRequestResponse is NoticeLatency's floor in this package
+// (the ratios program divides by it), as test/bench's FloorRequestResponse: a
+// RequestFuture round trip to an echo actor on a bare protoactor system
+// configured as troupe configures its own.
+func BenchmarkJobtoolsFloorRequestResponse(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+	b.Cleanup(sys.Shutdown)
+	root := sys.Root
+	echo := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*ping); ok {
+			c.Respond(m)
+		}
+	}))
+	b.Cleanup(func() { _ = root.StopFuture(echo).Wait() })
+	msg := &ping{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := root.RequestFuture(echo, msg, 10*time.Second).Result(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkMemoryOfGiBOutputJob runs a shell job that writes 1 GiB nobody reads and

@@ -28,6 +28,9 @@ import (
 // in commands (./producers/process/).
 const module = "github.com/troupe-rt/troupe/"
 
+// out is where the reports are printed (tests capture it).
+var out io.Writer = os.Stdout
+
 // benchPkg is where a benchmark without a "pkg:" line is assumed to live.
 const benchPkg = "./test/bench/"
 
@@ -106,15 +109,6 @@ func median(v []float64) float64 {
 	return (v[n/2-1] + v[n/2]) / 2
 }
 
-// min returns the smallest of name's unit (0 if not measured).
-func (res *run) min(name, unit string) float64 {
-	v := res.samples[name][unit]
-	if len(v) == 0 {
-		return 0
-	}
-	return slices.Min(v)
-}
-
 // get returns the median of name's unit and whether it was measured.
 func (res *run) get(name, unit string) (float64, bool) {
 	v := res.samples[name][unit]
@@ -133,70 +127,154 @@ func (res *run) runs(name string) int {
 	return n
 }
 
-// ratio is one row: num/base in unit, with a maximum (0: informational).
+// target is a figure's acceptance bound: at most max, or at least min (both 0:
+// informational, no verdict).
+type target struct{ max, min float64 }
+
+// atMost and atLeast make targets.
+func atMost(v float64) target  { return target{max: v} }
+func atLeast(v float64) target { return target{min: v} }
+
+var info target
+
+func (t target) set() bool { return t.max > 0 || t.min > 0 }
+
+// verdict is "met" or "MISSED" for v against t ("info" when t is not set).
+func (t target) verdict(v float64) string {
+	switch {
+	case !t.set():
+		return "info"
+	case t.max > 0 && v > t.max, t.min > 0 && v < t.min:
+		return "MISSED"
+	default:
+		return "met"
+	}
+}
+
+// text renders t for a value in unit ("×" for ratios): "≤ 4×", "≥ 0.8×",
+// "≤ 1.00 ms", "≤ 1024 B/job", "—".
+func (t target) text(unit string) string {
+	op, v := "≤ ", t.max
+	if t.min > 0 {
+		op, v = "≥ ", t.min
+	}
+	switch {
+	case !t.set():
+		return "—"
+	case unit == "×":
+		return op + num(v) + "×"
+	case isDuration(unit):
+		return op + value(v, unit)
+	default:
+		return op + num(v) + " " + unit
+	}
+}
+
+// ratio is one row: num's numUnit divided by base's baseUnit ("" = numUnit),
+// against t.
 type ratio struct {
 	label, num, base, unit string
-	max                    float64
+	t                      target
+	baseUnit               string
+}
+
+// bu is the unit of r's baseline.
+func (r ratio) bu() string {
+	if r.baseUnit != "" {
+		return r.baseUnit
+	}
+	return r.unit
 }
 
 // ratios are test/bench's own rows: always printed, "not measured" when absent.
+// Every acceptance figure of issue 15 that is a ratio has its target here (or in
+// otherRatios), measured against a baseline of the same run.
 var ratios = []ratio{
-	{"lifecycle unowned / floor spawn+stop", "LifecycleUnowned", "FloorSpawnStop", "ns/op", 3},
-	{"lifecycle owned / floor spawn+stop", "LifecycleOwned", "FloorSpawnStop", "ns/op", 3},
-	{"lifecycle unowned / mutex registry", "LifecycleUnowned", "MutexRegistry", "ns/op", 0},
-	{"lifecycle owned / mutex registry", "LifecycleOwned", "MutexRegistry", "ns/op", 0},
-	{"lifecycle unowned, 100k history / empty", "LifecycleUnownedHistory100k", "LifecycleUnowned", "ns/op", 1.5},
-	{"lifecycle owned, 100k history / empty", "LifecycleOwnedHistory100k", "LifecycleOwned", "ns/op", 1.5},
-	{"list owner's 10 among 100k / list baseline", "ListOwner10Among100k", "ListOwner10", "ns/op", 1.5},
-	{"read / floor request-response", "Read", "FloorRequestResponse", "ns/op", 0},
-	{"read among 100k / read", "ReadAmong100k", "Read", "ns/op", 1.5},
-	{"kill→settled / floor request-response", "KillToSettled", "FloorRequestResponse", "ns/op", 0},
-	{"lifecycle unowned / floor spawn+stop (B/op)", "LifecycleUnowned", "FloorSpawnStop", "B/op", 0},
-	{"lifecycle unowned / floor spawn+stop (allocs/op)", "LifecycleUnowned", "FloorSpawnStop", "allocs/op", 0},
-	{"continuable followup→turn start (resident) / floor request-response", "ContinuableFollowupToTurnStart", "FloorRequestResponse", "ns/op", 0},
-	{"continuable followup→turn start, 10k-turn history / short history", "ContinuableFollowupToTurnStartHistory10k", "ContinuableFollowupToTurnStart", "ns/op", 0},
-	{"continuable followup throughput, per followup / floor request-response", "ContinuableFollowupThroughput", "FloorRequestResponse", "ns/op", 0},
-	{"continuable cold restore (bbolt), 10 turns / floor request-response", "ContinuableColdRestore10Turns", "FloorRequestResponse", "ns/op", 0},
-	{"continuable cold restore (bbolt), 10k turns / 10 turns", "ContinuableColdRestore10kTurns", "ContinuableColdRestore10Turns", "ns/op", 0},
+	// issue 15: pipelined lifecycle (100 owners × 8 in flight) ≤ 4× the mutex-map registry.
+	{"pipelined lifecycle (100 owners × 8 in flight) / mutex-map registry, same shape", "LifecyclePipelined", "MutexRegistryPipelined", "ns/op", atMost(4), ""},
+	{"  (side-by-side file) 100 owners × 8 in flight / its mutex-map twin", "SideBySide_HundredOwnersEightInFlight", "SideBySide_HundredOwnersEightInFlightMutex", "ns/op", atMost(4), ""},
+	// issue 15: sequential lifecycle ≤ 2× protoactor spawn+stop.
+	{"sequential lifecycle unowned / floor spawn+stop", "LifecycleUnowned", "FloorSpawnStop", "ns/op", atMost(2), ""},
+	{"sequential lifecycle owned / floor spawn+stop", "LifecycleOwned", "FloorSpawnStop", "ns/op", atMost(2), ""},
+	{"lifecycle unowned / mutex registry", "LifecycleUnowned", "MutexRegistry", "ns/op", info, ""},
+	{"lifecycle owned / mutex registry", "LifecycleOwned", "MutexRegistry", "ns/op", info, ""},
+	{"lifecycle unowned, 100k history / empty", "LifecycleUnownedHistory100k", "LifecycleUnowned", "ns/op", atMost(1.5), ""},
+	{"lifecycle owned, 100k history / empty", "LifecycleOwnedHistory100k", "LifecycleOwned", "ns/op", atMost(1.5), ""},
+	{"list owner's 10 among 100k / list baseline", "ListOwner10Among100k", "ListOwner10", "ns/op", atMost(1.5), ""},
+	// issue 15: read ≤ 0.15× the request/response floor.
+	{"read of a stream job / floor request-response", "Read", "FloorRequestResponse", "ns/op", atMost(0.15), ""},
+	{"  (side-by-side file) read of a stream job / request-response", "SideBySide_ReadStreamJob", "SideBySide_RequestResponse", "ns/op", atMost(0.15), ""},
+	{"read among 100k / read", "ReadAmong100k", "Read", "ns/op", atMost(1.5), ""},
+	// issue 15: kill→settled ≤ 1.5× request/response, p99 ≤ 3× its mean.
+	{"kill→settled / floor request-response", "KillToSettled", "FloorRequestResponse", "ns/op", atMost(1.5), ""},
+	{"kill→settled p99 / its mean", "KillToSettled", "KillToSettled", "p99-ns", atMost(3), "ns/op"},
+	{"  (side-by-side file) kill→settled mean / request-response", "SideBySide_KillToSettled", "SideBySide_RequestResponse", "mean-ns", atMost(1.5), "ns/op"},
+	{"  (side-by-side file) kill→settled p99 / its mean", "SideBySide_KillToSettled", "SideBySide_KillToSettled", "p99-ns", atMost(3), "mean-ns"},
+	{"lifecycle unowned / floor spawn+stop (B/op)", "LifecycleUnowned", "FloorSpawnStop", "B/op", info, ""},
+	{"lifecycle unowned / floor spawn+stop (allocs/op)", "LifecycleUnowned", "FloorSpawnStop", "allocs/op", info, ""},
+	// issue 15: followups through one resident activation ≥ 50% of the request/response
+	// floor, i.e. a followup's share of the back-to-back throughput run (ns/op) ≤ 2× a
+	// round trip (the floor's ops/s ÷ followups/s ≤ 2).
+	{"followups through one resident activation: time per followup (throughput run) / floor request-response (≤ 2× ⇔ ≥ 50% of its rate)", "ContinuableFollowupThroughput", "FloorRequestResponse", "ns/op", atMost(2), ""},
+	{"continuable followup→turn start (resident) / floor request-response", "ContinuableFollowupToTurnStart", "FloorRequestResponse", "ns/op", info, ""},
+	{"continuable followup→turn start, 10k-turn history / short history", "ContinuableFollowupToTurnStartHistory10k", "ContinuableFollowupToTurnStart", "ns/op", info, ""},
+	{"continuable cold restore (bbolt), 10 turns / floor request-response", "ContinuableColdRestore10Turns", "FloorRequestResponse", "ns/op", info, ""},
+	// issue 15: cold restore, ≤ 1.5× between 10 and 10,000 turns ("the real goal").
+	{"continuable cold restore (bbolt), 10k turns / 10 turns", "ContinuableColdRestore10kTurns", "ContinuableColdRestore10Turns", "ns/op", atMost(1.5), ""},
 }
 
 // otherRatios are the rows of the other packages' benchmarks (run.sh PKGS=1),
-// each against the baseline in its own package: printed only when measured.
+// each against the baseline in its own package: the rows with a target are always
+// printed ("not measured" when absent), the others only when measured.
 var otherRatios = []ratio{
-	{"shell stream throughput / pipe to io.Discard", "ShellThroughput", "PipeBaseline", "MB/s", 0},
-	{"shell start → first output / os/exec", "ShellStartToFirstOutput", "ExecStartToOutput", "ns/op", 0},
-	{"shell kill → settled (SIGTERM obeyed) / os/exec SIGTERM + Wait", "ShellKillToSettled", "ExecKillToExit", "ns/op", 0},
-	{"job_output on a stream job / raw registry read", "JobOutputStream", "RawRead", "ns/op", 0},
-	{"foreground delegation (spawn) / bare job lifecycle", "Foreground/spawn", "JobLifecycle", "ns/op", 0},
-	{"foreground delegation (scripted provider) / bare job lifecycle", "Foreground/scripted-provider", "JobLifecycle", "ns/op", 0},
-	{"background delegation start → collect / bare job lifecycle", "Background", "JobLifecycle", "ns/op", 0},
+	// issue 15: shell stream throughput ≥ 0.8× a raw pipe to io.Discard.
+	{"shell stream throughput / pipe to io.Discard", "ShellThroughput", "PipeBaseline", "MB/s", atLeast(0.8), ""},
+	// issue 15: notice latency settle → owner's surface ≤ 2× request/response.
+	{"notice latency, settle → owner's surface / floor request-response (same package)", "NoticeLatency", "JobtoolsFloorRequestResponse", "ns/notice", atMost(2), "ns/op"},
+	{"  (shell stream CPU time, process + command, per 64 MiB / pipe's)", "ShellThroughput", "PipeBaseline", "cpu-ns/op", info, ""},
+	{"shell start → first output / os/exec", "ShellStartToFirstOutput", "ExecStartToOutput", "ns/op", info, ""},
+	{"shell kill → settled (SIGTERM obeyed) / os/exec SIGTERM + Wait", "ShellKillToSettled", "ExecKillToExit", "ns/op", info, ""},
+	{"job_output on a stream job / raw registry read", "JobOutputStream", "RawRead", "ns/op", info, ""},
+	{"foreground delegation (spawn) / bare job lifecycle", "Foreground/spawn", "JobLifecycle", "ns/op", info, ""},
+	{"foreground delegation (scripted provider) / bare job lifecycle", "Foreground/scripted-provider", "JobLifecycle", "ns/op", info, ""},
+	{"background delegation start → collect / bare job lifecycle", "Background", "JobLifecycle", "ns/op", info, ""},
 }
 
-// absolute is one row compared with a fixed maximum.
+// absolute is one row compared with a fixed bound.
 type absolute struct {
 	label, name, unit string
-	max               float64
+	t                 target
 }
 
 // absolutes are test/bench's own absolute rows: always printed.
 var absolutes = []absolute{
-	{"registry memory per settled record", "MemorySettledRecord", "B/record", 400},
-	{"  (same, incl. protoactor's one-off process-registry growth)", "MemorySettledRecord", "B/record-cold", 0},
-	{"memory per live idle job beyond its producer", "MemoryLiveIdleJob", "B/job", 1536},
-	{"  (whole delta per live job, producer included)", "MemoryLiveIdleJob", "B/job-raw", 0},
-	{"  (producer's Done channel, subtracted)", "MemoryLiveIdleJob", "B/producer", 0},
-	{"  (of which goroutine stacks: watcher shards)", "MemoryLiveIdleJob", "B/job-stack", 0},
-	{"  (goroutines per live job: watcher shards)", "MemoryLiveIdleJob", "goroutines/job", 0},
-	{"memory per idle resident continuable activation", "MemoryIdleActivation", "B/activation", 0},
-	{"  (goroutines per idle resident activation)", "MemoryIdleActivation", "goroutines/activation", 0},
-	{"followups/s through one resident activation", "ContinuableFollowupThroughput", "followups/s", 0},
+	// issue 15: settled owned record with notices ≤ 256 B (the jobs' owners are
+	// registered agents, so every settlement is a notice to its owner).
+	{"registry memory per settled owned record (with notices)", "MemorySettledRecord", "B/record", atMost(256)},
+	{"  (same, incl. protoactor's one-off process-registry growth)", "MemorySettledRecord", "B/record-cold", info},
+	// issue 15: live idle job ≤ 1,024 B.
+	{"memory per live idle job beyond its producer", "MemoryLiveIdleJob", "B/job", atMost(1024)},
+	{"  (whole delta per live job, producer included)", "MemoryLiveIdleJob", "B/job-raw", info},
+	{"  (producer's Done channel, subtracted)", "MemoryLiveIdleJob", "B/producer", info},
+	{"  (of which goroutine stacks: watcher shards)", "MemoryLiveIdleJob", "B/job-stack", info},
+	{"  (goroutines per live job: watcher shards)", "MemoryLiveIdleJob", "goroutines/job", info},
+	{"  (side-by-side file) live idle job", "SideBySide_LiveIdleJob", "B/job", atMost(1024)},
+	{"  (side-by-side file) floor: idle trivial protoactor actor", "SideBySide_LiveIdleJob", "B/bare-actor", info},
+	// issue 15: idle resident activation ≤ 2 KiB.
+	{"memory per idle resident continuable activation", "MemoryIdleActivation", "B/activation", atMost(2048)},
+	{"  (goroutines per idle resident activation)", "MemoryIdleActivation", "goroutines/activation", info},
+	// issue 15: cold restore, 10 turns ≤ 1 ms; 10,000 turns ≤ 20 ms.
+	{"continuable cold restore (bbolt), 10 turns", "ContinuableColdRestore10Turns", "ns/op", atMost(1e6)},
+	{"continuable cold restore (bbolt), 10k turns", "ContinuableColdRestore10kTurns", "ns/op", atMost(20e6)},
+	{"followups/s through one resident activation", "ContinuableFollowupThroughput", "followups/s", info},
+	{"(side-by-side file) 10 jobs live, each settlement starting the next, per job", "SideBySide_TenLiveChained", "ns/op", info},
 }
 
 // otherAbsolutes are the other packages' absolute rows: printed only when measured.
 var otherAbsolutes = []absolute{
-	{"notice latency, settle → owner's surface", "NoticeLatency", "ns/notice", 0},
-	{"peak heap of a shell job writing 1 GiB nobody reads", "MemoryOfGiBOutputJob", "peak-heap-MiB", 0},
-	{"one /proc scan for a job's processes", "TreeScan", "ns/op", 0},
+	{"notice latency, settle → owner's surface", "NoticeLatency", "ns/notice", info},
+	{"peak heap of a shell job writing 1 GiB nobody reads", "MemoryOfGiBOutputJob", "peak-heap-MiB", info},
+	{"one /proc scan for a job's processes", "TreeScan", "ns/op", info},
 }
 
 // curve is a scale curve: one figure of the implementation under test at several
@@ -237,17 +315,6 @@ var curves = []curve{
 		"store", []string{"raw"}, []string{"Store.IDs", "raw bbolt scan"}, ""},
 }
 
-func verdict(v, max float64) string {
-	switch {
-	case max == 0:
-		return "info"
-	case v <= max:
-		return "ok"
-	default:
-		return "MISSED"
-	}
-}
-
 func num(v float64) string {
 	switch {
 	case v >= 100:
@@ -262,7 +329,7 @@ func num(v float64) string {
 // value formats v of unit for a curve's cells: durations (ns/…, cpu-ns/…) in ns,
 // µs, ms or s, anything else as num does.
 func value(v float64, unit string) string {
-	if !strings.HasPrefix(unit, "ns/") && !strings.Contains(unit, "-ns/") {
+	if !isDuration(unit) {
 		return num(v)
 	}
 	switch {
@@ -277,11 +344,35 @@ func value(v float64, unit string) string {
 	}
 }
 
-func target(max float64, unit string) string {
-	if max == 0 {
-		return "—"
+// isDuration reports whether unit is a time in ns (ns/op, cpu-ns/job, p99-ns, …).
+func isDuration(unit string) bool {
+	return strings.HasPrefix(unit, "ns/") || strings.Contains(unit, "-ns/") || strings.HasSuffix(unit, "-ns")
+}
+
+// higherIsBetter reports whether a larger figure in unit is a faster one (a rate:
+// MB/s, followups/s).
+func higherIsBetter(unit string) bool { return strings.HasSuffix(unit, "/s") }
+
+// fastest returns name's fastest sample in unit (the smallest time or size, the
+// largest rate), which background load disturbs least; 0 if not measured.
+func (res *run) fastest(name, unit string) float64 {
+	v := res.samples[name][unit]
+	if len(v) == 0 {
+		return 0
 	}
-	return "≤ " + num(max) + unit
+	if higherIsBetter(unit) {
+		return slices.Max(v)
+	}
+	return slices.Min(v)
+}
+
+// show renders a figure with its unit: durations in ns, µs, ms or s (with the
+// unit they were measured in), anything else as num does.
+func show(v float64, unit string) string {
+	if isDuration(unit) && v >= 1e3 {
+		return value(v, unit) + " (" + unit + ")"
+	}
+	return num(v) + " " + unit
 }
 
 // benchPattern is the -bench pattern that runs exactly names (and nothing else of
@@ -352,12 +443,18 @@ func (res *run) command(names ...string) string {
 	return strings.Join(cmds, "; ")
 }
 
+// pair returns r's two figures and whether both were measured (and the
+// baseline is not 0).
+func (res *run) pair(r ratio) (a, b float64, ok bool) {
+	a, ok1 := res.get(r.num, r.unit)
+	b, ok2 := res.get(r.base, r.bu())
+	return a, b, ok1 && ok2 && b != 0
+}
+
 // measured reports whether any row of rs has both its figures.
 func (res *run) measured(rs []ratio) bool {
 	for _, r := range rs {
-		_, a := res.get(r.num, r.unit)
-		_, b := res.get(r.base, r.unit)
-		if a && b {
+		if _, _, ok := res.pair(r); ok {
 			return true
 		}
 	}
@@ -398,10 +495,10 @@ func (res *run) printMedians() {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	fmt.Println("Medians:")
-	fmt.Println()
-	fmt.Println("| benchmark | runs | ns/op | B/op | allocs/op | other |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(out, "Medians:")
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| benchmark | runs | ns/op | B/op | allocs/op | other |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | --- |")
 	for _, n := range names {
 		units := make([]string, 0, len(res.samples[n]))
 		for u := range res.samples[n] {
@@ -418,48 +515,53 @@ func (res *run) printMedians() {
 		ns, _ := res.get(n, "ns/op")
 		bop, _ := res.get(n, "B/op")
 		al, _ := res.get(n, "allocs/op")
-		fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", n, res.runs(n), num(ns), num(bop), num(al), strings.Join(other, ", "))
+		fmt.Fprintf(out, "| %s | %d | %s | %s | %s | %s |\n", n, res.runs(n), num(ns), num(bop), num(al), strings.Join(other, ", "))
 	}
 }
 
-// printRatios prints rs; absent rows are printed "not measured" when all is set.
-// It returns whether a target was missed or a row with a target is absent.
+// printRatios prints rs: a measured row always, an absent one as "not measured"
+// when all is set or it has a target. It returns whether a target was missed or a
+// row with a target is absent.
 func (res *run) printRatios(rs []ratio, all bool) (bad bool) {
-	fmt.Println("| figure | value | baseline | ratio | target | verdict | ratio of minima |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
+	fmt.Fprintln(out, "| figure | value | baseline | ratio | target | verdict | ratio of fastest |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | --- | ---: |")
 	for _, r := range rs {
-		a, ok1 := res.get(r.num, r.unit)
-		b, ok2 := res.get(r.base, r.unit)
-		if !ok1 || !ok2 || b == 0 {
-			if all {
-				fmt.Printf("| %s | | | | %s | not measured | |\n", r.label, target(r.max, "×"))
+		a, b, ok := res.pair(r)
+		if !ok {
+			if all || r.t.set() {
+				fmt.Fprintf(out, "| %s | | | | %s | not measured | |\n", r.label, r.t.text("×"))
 			}
-			bad = bad || r.max > 0
+			bad = bad || r.t.set()
 			continue
 		}
-		v := verdict(a/b, r.max)
+		v := r.t.verdict(a / b)
 		bad = bad || v == "MISSED"
-		fmt.Printf("| %s | %s %s | %s %s | %.2f× | %s | %s | %.2f× |\n", r.label, num(a), r.unit, num(b), r.unit, a/b,
-			target(r.max, "×"), v, res.min(r.num, r.unit)/res.min(r.base, r.unit))
+		fast := ""
+		if fb := res.fastest(r.base, r.bu()); fb != 0 {
+			fast = fmt.Sprintf("%.2f×", res.fastest(r.num, r.unit)/fb)
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %.2f× | %s | %s | %s |\n", r.label, show(a, r.unit), show(b, r.bu()), a/b,
+			r.t.text("×"), v, fast)
 	}
 	return bad
 }
 
+// printAbsolutes prints as, with the same rule for absent rows as printRatios.
 func (res *run) printAbsolutes(as []absolute, all bool) (bad bool) {
-	fmt.Println("| figure | value | target | verdict |")
-	fmt.Println("| --- | ---: | ---: | --- |")
+	fmt.Fprintln(out, "| figure | value | target | verdict | fastest |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | --- | ---: |")
 	for _, r := range as {
 		v, ok := res.get(r.name, r.unit)
 		if !ok {
-			if all {
-				fmt.Printf("| %s | | %s | not measured |\n", r.label, target(r.max, " "+r.unit))
+			if all || r.t.set() {
+				fmt.Fprintf(out, "| %s | | %s | not measured | |\n", r.label, r.t.text(r.unit))
 			}
-			bad = bad || r.max > 0
+			bad = bad || r.t.set()
 			continue
 		}
-		vd := verdict(v, r.max)
+		vd := r.t.verdict(v)
 		bad = bad || vd == "MISSED"
-		fmt.Printf("| %s | %s %s | %s | %s |\n", r.label, num(v), r.unit, target(r.max, " "+r.unit), vd)
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %s |\n", r.label, show(v, r.unit), r.t.text(r.unit), vd, show(res.fastest(r.name, r.unit), r.unit))
 	}
 	return bad
 }
@@ -470,7 +572,7 @@ func (res *run) printCurve(c curve, markdown bool) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Printf("**%s** (%s; medians of the runs at each size)\n\n", c.title, c.unit)
+	fmt.Fprintf(out, "**%s** (%s; medians of the runs at each size)\n\n", c.title, c.unit)
 	head := []string{"N", c.labels[0]}
 	if c.also != "" {
 		head = append(head, c.also)
@@ -482,7 +584,7 @@ func (res *run) printCurve(c curve, markdown bool) {
 	if markdown {
 		head = append(head, "command")
 	}
-	fmt.Println("| " + strings.Join(head, " | ") + " |")
+	fmt.Fprintln(out, "| "+strings.Join(head, " | ")+" |")
 	align := make([]string, len(head))
 	for i := range align {
 		align[i] = "---:"
@@ -491,7 +593,7 @@ func (res *run) printCurve(c curve, markdown bool) {
 	if markdown {
 		align[len(align)-1] = "---"
 	}
-	fmt.Println("| " + strings.Join(align, " | ") + " |")
+	fmt.Fprintln(out, "| "+strings.Join(align, " | ")+" |")
 	first, _ := res.get(c.name(rows[0], c.num), c.unit)
 	for _, s := range rows {
 		name := c.name(s, c.num)
@@ -522,9 +624,9 @@ func (res *run) printCurve(c curve, markdown bool) {
 		if markdown {
 			cells = append(cells, "`"+md(res.command(names...))+"`")
 		}
-		fmt.Println("| " + strings.Join(cells, " | ") + " |")
+		fmt.Fprintln(out, "| "+strings.Join(cells, " | ")+" |")
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 }
 
 func valueIf(v float64, ok bool, unit string) string {
@@ -538,41 +640,42 @@ func valueIf(v float64, ok bool, unit string) string {
 // as "not measured", unless none of them was measured (a SCALE=1 run).
 func (res *run) printPlain() (bad bool) {
 	res.printMedians()
-	fmt.Println()
-	if res.measured(ratios) || res.anyAbsolute(absolutes) {
-		fmt.Println("Ratios to baselines of the same run (medians; the verdict is on the ratio of medians, the")
-		fmt.Println("last column divides the fastest runs instead, which background load disturbs least):")
-		fmt.Println()
+	fmt.Fprintln(out)
+	own := res.measured(ratios) || res.anyAbsolute(absolutes)
+	other := res.measured(otherRatios) || res.anyAbsolute(otherAbsolutes)
+	if own || other {
+		fmt.Fprintln(out, "Ratios to baselines of the same run (medians; the verdict is on the ratio of medians, the")
+		fmt.Fprintln(out, "last column divides the fastest runs instead, which background load disturbs least):")
+		fmt.Fprintln(out)
 		bad = res.printRatios(ratios, true)
-		fmt.Println()
-		fmt.Println("Memory against targets (medians):")
-		fmt.Println()
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Absolute figures against targets (medians; the last column is the fastest run):")
+		fmt.Fprintln(out)
 		bad = res.printAbsolutes(absolutes, true) || bad
-		fmt.Println()
+		fmt.Fprintln(out)
+		fmt.Fprintln(out, "Other packages, each against the baseline in its own package (rows without a target")
+		fmt.Fprintln(out, "only when measured: run.sh PKGS=1):")
+		fmt.Fprintln(out)
+		bad = res.printRatios(otherRatios, false) || bad
+		fmt.Fprintln(out)
+		bad = res.printAbsolutes(otherAbsolutes, false) || bad
+		fmt.Fprintln(out)
 	} else {
-		fmt.Println("test/bench's own figures: not measured in this input.")
-		fmt.Println()
+		fmt.Fprintln(out, "The figures with targets: not measured in this input.")
+		fmt.Fprintln(out)
 		bad = true // every row with a target is absent
-	}
-	if res.measured(otherRatios) || res.anyAbsolute(otherAbsolutes) {
-		fmt.Println("Other packages, each against the baseline in its own package:")
-		fmt.Println()
-		res.printRatios(otherRatios, false)
-		fmt.Println()
-		res.printAbsolutes(otherAbsolutes, false)
-		fmt.Println()
 	}
 	scale := false
 	for _, c := range curves {
 		scale = scale || len(c.rows(res)) > 0
 	}
 	if !scale {
-		fmt.Println("Scale curves: not measured (SCALE=1 test/bench/run.sh).")
+		fmt.Fprintln(out, "Scale curves: not measured (SCALE=1 test/bench/run.sh).")
 		return bad
 	}
-	fmt.Println("Scale curves (the ratio column divides by the baseline at the same N; the last column")
-	fmt.Println("divides by the figure at the smallest N):")
-	fmt.Println()
+	fmt.Fprintln(out, "Scale curves (the ratio column divides by the baseline at the same N; the last column")
+	fmt.Fprintln(out, "divides by the figure at the smallest N):")
+	fmt.Fprintln(out)
 	for _, c := range curves {
 		res.printCurve(c, false)
 	}
@@ -584,55 +687,54 @@ func (res *run) printPlain() (bad bool) {
 // printMarkdown prints the README's performance tables: only measured rows, each
 // with its command.
 func (res *run) printMarkdown(files []string) (bad bool) {
-	fmt.Printf("Generated by `go run ./test/bench/ratios -markdown %s`", strings.Join(files, " "))
+	fmt.Fprintf(out, "Generated by `go run ./test/bench/ratios -markdown %s`", strings.Join(files, " "))
 	if res.cpu != "" {
-		fmt.Printf(" (cpu: %s)", res.cpu)
+		fmt.Fprintf(out, " (cpu: %s)", res.cpu)
 	}
-	fmt.Println(". Each figure is the median of its samples (the command gives their count); raw output:")
-	fmt.Println()
+	fmt.Fprintln(out, ". Each figure is the median of its samples (the command gives their count); raw output:")
+	fmt.Fprintln(out)
 	for _, n := range res.notes {
-		fmt.Printf("- `%s`", n.file)
+		fmt.Fprintf(out, "- `%s`", n.file)
 		if len(n.lines) > 0 {
-			fmt.Printf(": %s", strings.Join(n.lines, "; "))
+			fmt.Fprintf(out, ": %s", strings.Join(n.lines, "; "))
 		}
-		fmt.Println()
+		fmt.Fprintln(out)
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 
-	fmt.Println("| figure | value | baseline | ratio | target | verdict | command |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | --- | --- |")
+	fmt.Fprintln(out, "| figure | value | baseline | ratio | target | verdict | command |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | --- | --- |")
 	var missing []string
 	for _, r := range slices.Concat(ratios, otherRatios) {
-		a, ok1 := res.get(r.num, r.unit)
-		b, ok2 := res.get(r.base, r.unit)
-		if !ok1 || !ok2 || b == 0 {
-			missing = append(missing, r.label)
-			bad = bad || r.max > 0
+		a, b, ok := res.pair(r)
+		if !ok {
+			missing = append(missing, strings.TrimSpace(r.label))
+			bad = bad || r.t.set()
 			continue
 		}
-		v := verdict(a/b, r.max)
+		v := r.t.verdict(a / b)
 		bad = bad || v == "MISSED"
-		fmt.Printf("| %s | %s %s | %s %s | %.2f× | %s | %s | `%s` |\n", r.label, num(a), r.unit, num(b), r.unit, a/b,
-			target(r.max, "×"), v, md(res.command(r.num, r.base)))
+		fmt.Fprintf(out, "| %s | %s | %s | %.2f× | %s | %s | `%s` |\n", strings.TrimSpace(r.label), show(a, r.unit), show(b, r.bu()), a/b,
+			r.t.text("×"), v, md(res.command(r.num, r.base)))
 	}
 	for _, r := range slices.Concat(absolutes, otherAbsolutes) {
 		v, ok := res.get(r.name, r.unit)
 		if !ok {
 			missing = append(missing, strings.TrimSpace(r.label))
-			bad = bad || r.max > 0
+			bad = bad || r.t.set()
 			continue
 		}
-		vd := verdict(v, r.max)
+		vd := r.t.verdict(v)
 		bad = bad || vd == "MISSED"
-		fmt.Printf("| %s | %s %s | — | — | %s | %s | `%s` |\n", strings.TrimSpace(r.label), num(v), r.unit,
-			target(r.max, " "+r.unit), vd, md(res.command(r.name)))
+		fmt.Fprintf(out, "| %s | %s | — | — | %s | %s | `%s` |\n", strings.TrimSpace(r.label), show(v, r.unit),
+			r.t.text(r.unit), vd, md(res.command(r.name)))
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	for _, c := range curves {
 		res.printCurve(c, true)
 	}
 	if len(missing) > 0 {
-		fmt.Printf("Not measured in this input: %s.\n", strings.Join(missing, "; "))
+		fmt.Fprintf(out, "Not measured in this input: %s.\n", strings.Join(missing, "; "))
 	}
 	return bad
 }

@@ -25,6 +25,9 @@ type Provider struct {
 	Beat   time.Duration // heartbeat and poll interval (default 200 ms)
 	TTL    time.Duration // a row older than this is a dead member (default 1 s)
 	Logger *slog.Logger
+	// OnTopology, if set, is told the number of members each time the provider
+	// publishes a new topology (from its heartbeat goroutine; it must not block).
+	OnTopology func(members int)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -108,6 +111,9 @@ func (p *Provider) loop(ctx context.Context, c *pcluster.Cluster) {
 				last = key
 				c.MemberList.UpdateClusterTopology(members)
 				p.size.Store(int64(len(members)))
+				if p.OnTopology != nil {
+					p.OnTopology(len(members))
+				}
 			}
 		} else if ctx.Err() == nil && p.Logger != nil {
 			p.Logger.Warn("cluster: heartbeat failed", "err", err)

@@ -328,6 +328,7 @@ type child struct {
 	id, parent string
 	via        int           // the parent's node (p_i sends through n_i)
 	home       string        // the node that answered its start
+	cred       string        // the parent's credential for it (the start's reply)
 	acked      []string      // inbox ids of its acknowledged messages
 	crossed    bool          // its parent's followup was answered by another node
 	took       time.Duration // after the kill: how long its followup took to be answered
@@ -377,14 +378,14 @@ func (d *clusterDemo) play(n int, dsn string) error {
 		if err != nil {
 			return "", err
 		}
-		k.home, k.acked = l.Where, append(k.acked, l.InboxID)
+		k.home, k.cred, k.acked = l.Where, l.Cred, append(k.acked, l.InboxID)
 		return fmt.Sprintf("  %-3s parent %s via %s: lives on %s, epoch %d", k.id, k.parent, via(k).name, l.Where, l.Epoch), nil
 	}); err != nil {
 		return err
 	}
 	d.say("followups: each parent sends one to each of its children, through its own node")
 	if err := d.each(kids, func(k *child) (string, error) {
-		l, err := d.call(via(k), cluster.Command{Op: "followup", ID: k.id, Sender: k.parent, Content: "more for " + k.id})
+		l, err := d.call(via(k), cluster.Command{Op: "followup", ID: k.id, Sender: k.parent, Cred: k.cred, Content: "more for " + k.id})
 		if err != nil {
 			return "", err
 		}
@@ -428,7 +429,7 @@ func (d *clusterDemo) play(n int, dsn string) error {
 		if nd == victim {
 			nd = survivors[k.via%len(survivors)]
 		}
-		l, err := d.call(nd, cluster.Command{Op: "followup", ID: k.id, Sender: k.parent, Content: "after the kill, " + k.id})
+		l, err := d.call(nd, cluster.Command{Op: "followup", ID: k.id, Sender: k.parent, Cred: k.cred, Content: "after the kill, " + k.id})
 		if err != nil {
 			return "", err
 		}

@@ -45,7 +45,7 @@ func goFiles(t *testing.T, tags ...string) map[string][]string {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	out := map[string][]string{}
-	for line := range strings.Lines(goCmd(t, append(args, "./actors/...", "./internal/...")...)) {
+	for line := range strings.Lines(goCmd(t, append(args, "./actors/...", "./internal/...", "./cluster/...")...)) {
 		f := strings.Fields(line)
 		out[f[0]] = f[1:]
 	}

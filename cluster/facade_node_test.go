@@ -124,7 +124,8 @@ func runFacadeNode(args []string) int {
 		return fatal("agents", err)
 	}
 	node, err := sys.JoinCluster(cluster.Config{Name: *clusterName, NodeName: *name, Secret: []byte(os.Getenv(cluster.SecretEnv)),
-		Store: store, Provider: &cluster.Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5},
+		Store: store, Provider: &cluster.Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5,
+			OnTopology: func(members int) { out.put(cluster.Line{Event: "members", Node: *name, Members: members}) }},
 		Logger: logger, RequestTimeout: *reqTimeout,
 		Event: func(kind, id string, epoch uint64, inbox string) {
 			out.put(cluster.Line{Event: kind, Node: *name, ID: id, Epoch: epoch, InboxID: inbox})

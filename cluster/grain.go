@@ -112,6 +112,15 @@ func (g *grain) storeFailed(c actor.Context, err error) *wire.Ack {
 	return fail(CodeStore, "session %q: %v", g.id, err)
 }
 
+// fence is the epoch every write of the Activation carries: its own, which the
+// store compares with the session's in the same statement.
+func (g *grain) fence(ctx context.Context) uint64 {
+	if e, ok := g.plantedWriteEpoch(ctx); ok {
+		return e
+	}
+	return g.epoch
+}
+
 func (g *grain) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), g.n.storeTimeout)
 }
@@ -149,7 +158,7 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 		for _, m := range cutOff {
 			aborted = append(aborted, session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID})
 		}
-		if err := g.n.store.Append(ctx, g.id, g.epoch, aborted...); err != nil {
+		if err := g.n.store.Append(ctx, g.id, g.fence(ctx), aborted...); err != nil {
 			return g.storeFailed(c, err)
 		}
 		g.ended += uint64(len(cutOff))
@@ -158,7 +167,7 @@ func (g *grain) ensure(c actor.Context) *wire.Ack {
 		g.announce, g.stop = true, subagent.StopAborted
 	}
 	g.n.event("activated", g.id, g.epoch, "")
-	g.apply(c, g.core.Restore(toRun, nil))
+	g.apply(c, g.core.Restore(plantedRestoreOrder(toRun), nil))
 	return nil
 }
 
@@ -240,7 +249,7 @@ func (g *grain) followup(c actor.Context, m *wire.Followup) *wire.Ack {
 	if !validID(m.MessageId) {
 		return fail(CodeInvalid, "invalid message id")
 	}
-	if prev, ok := g.seen[m.MessageId]; ok {
+	if prev, ok := g.seen[m.MessageId]; ok && !plantedReaccept() {
 		return g.ack(prev.ID)
 	}
 	return g.accept(c, m.MessageId, m.Content, session.Source{Kind: "parent", SenderSessionID: m.SenderSession})
@@ -260,7 +269,7 @@ func validID(id string) bool { return id != "" && len(id) <= 128 && utf8.ValidSt
 func (g *grain) accept(c actor.Context, id, content string, src session.Source) *wire.Ack {
 	ctx, cancel := g.ctx()
 	defer cancel()
-	in, err := g.n.store.Accept(ctx, g.id, g.epoch, session.InboxMessage{
+	in, err := g.n.store.Accept(ctx, g.id, g.fence(ctx), session.InboxMessage{
 		ID: id, Content: []session.Block{{Type: "text", Text: content}}, Source: src,
 		AcceptedAt: time.Now().UnixMilli()})
 	if err != nil {
@@ -301,7 +310,7 @@ func (g *grain) apply(c actor.Context, eff activation.Effect) {
 
 func (g *grain) runTurn(c actor.Context, in session.InboxMessage) {
 	ctx, cancel := g.ctx()
-	err := g.n.store.Append(ctx, g.id, g.epoch, session.Entry{Kind: session.EntryTurnStart, InboxID: in.ID})
+	err := g.n.store.Append(ctx, g.id, g.fence(ctx), session.Entry{Kind: session.EntryTurnStart, InboxID: in.ID})
 	cancel()
 	if err != nil {
 		_ = g.storeFailed(c, err)
@@ -331,7 +340,7 @@ func (g *grain) turnDone(c actor.Context, m *turnDone) {
 	}
 	entries = append(entries, session.Entry{Kind: session.EntryTurnEnd, InboxID: m.inbox, StopReason: m.res.StopReason})
 	ctx, cancel := g.ctx()
-	err := g.n.store.Append(ctx, g.id, g.epoch, entries...)
+	err := g.n.store.Append(ctx, g.id, g.fence(ctx), entries...)
 	cancel()
 	if err != nil {
 		_ = g.storeFailed(c, err)
@@ -341,6 +350,9 @@ func (g *grain) turnDone(c actor.Context, m *turnDone) {
 	g.ended++
 	g.announce, g.stop, g.final = true, m.res.StopReason, m.res.Text()
 	g.apply(c, g.core.TurnEnded())
+	if g.core.Running() == nil && len(g.core.Queued()) == 0 {
+		g.n.event("rest", g.id, g.epoch, m.inbox)
+	}
 }
 
 func toBlocks(bs []session.Block) []subagent.Block {

@@ -46,8 +46,9 @@ type Config struct {
 	StoreTimeout   time.Duration
 	Logger         *slog.Logger
 	// Event, if set, is told each Activation event ("activated", "turn" with the
-	// inbox id whose turn started, "stale") with the session and epoch; it must
-	// not block.
+	// inbox id whose turn started, "rest" with the inbox id of the turn that
+	// ended with nothing running or queued after it, "stale") with the session
+	// and epoch; it must not block.
 	Event func(kind, session string, epoch uint64, inbox string)
 	// Refused, if set, is told each refused peer (Guard.Refused).
 	Refused func(reason, detail string)

@@ -46,7 +46,7 @@ type Command struct {
 // or an event (Event set).
 type Line struct {
 	Req     int64  `json:"req,omitempty"`
-	Event   string `json:"event,omitempty"` // ready, activated, turn, stale, refused, notice, notice-lost
+	Event   string `json:"event,omitempty"` // ready, members, activated, turn, rest, stale, refused, notice, notice-lost
 	Node    string `json:"node,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"`
@@ -116,6 +116,7 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	plantFromEnv() // troupe_mutation builds only: the multi-process suite's planted bug
 	secret := os.Getenv(SecretEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	out := &lineWriter{w: bufio.NewWriter(stdout)}
@@ -137,7 +138,9 @@ func RunNode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer pool.Close()
 	n, err := Start(Config{Name: *clusterName, NodeName: *name, Host: *host, Port: *port, Secret: []byte(secret),
-		Store: store, Provider: &Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5}, Runner: SlowEchoRunner(*delay, *slow),
+		Store: store, Provider: &Provider{Pool: pool, Logger: logger, TTL: *ttl, Beat: *ttl / 5,
+			OnTopology: func(members int) { out.put(Line{Event: "members", Node: *name, Members: members}) }},
+		Runner: SlowEchoRunner(*delay, *slow),
 		Logger: logger, RequestTimeout: *reqTimeout,
 		Event: func(kind, id string, epoch uint64, inbox string) {
 			out.put(Line{Event: kind, Node: *name, ID: id, Epoch: epoch, InboxID: inbox})

@@ -25,12 +25,20 @@ type Provider struct {
 	Beat   time.Duration // heartbeat and poll interval (default 200 ms)
 	TTL    time.Duration // a row older than this is a dead member (default 1 s)
 	Logger *slog.Logger
+	// OnTopology, if set, is told the number of members each time the provider
+	// publishes a new topology (from its heartbeat goroutine; it must not block).
+	OnTopology func(members int)
 
 	cancel context.CancelFunc
 	done   chan struct{}
 	size   atomic.Int64 // members in the topology last published
 	id     string
 	name   string
+	// known holds the Member values already handed to protoactor, by id, read
+	// and written only by the heartbeat goroutine: an unchanged member is handed
+	// over as the same value, never rewritten (protoactor reads its member list
+	// without its lock, in MemberList.BroadcastEvent).
+	known map[string]*pcluster.Member
 }
 
 const membersDDL = `CREATE TABLE IF NOT EXISTS troupe_cluster_members (
@@ -108,6 +116,9 @@ func (p *Provider) loop(ctx context.Context, c *pcluster.Cluster) {
 				last = key
 				c.MemberList.UpdateClusterTopology(members)
 				p.size.Store(int64(len(members)))
+				if p.OnTopology != nil {
+					p.OnTopology(len(members))
+				}
 			}
 		} else if ctx.Err() == nil && p.Logger != nil {
 			p.Logger.Warn("cluster: heartbeat failed", "err", err)
@@ -132,6 +143,7 @@ func (p *Provider) tick(ctx context.Context) (pcluster.Members, error) {
 	}
 	defer rows.Close()
 	var out pcluster.Members
+	seen := map[string]*pcluster.Member{}
 	for rows.Next() {
 		m := &pcluster.Member{}
 		var port int32
@@ -139,9 +151,17 @@ func (p *Provider) tick(ctx context.Context) (pcluster.Members, error) {
 			return nil, err
 		}
 		m.Port = port
+		if k := p.known[m.Id]; k != nil && k.Host == m.Host && k.Port == m.Port && slices.Equal(k.Kinds, m.Kinds) {
+			m = k
+		}
+		seen[m.Id] = m
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	p.known = seen
+	return out, nil
 }
 
 func memberKey(ms pcluster.Members) string {

@@ -7,6 +7,7 @@
 //	go run ./cmd/demo --json            # the event stream: one JSON object per line
 //	go run ./cmd/demo --data DIR        # where the sessions file (bbolt) goes
 //	go run ./cmd/demo --web             # a live system and its task list, until Ctrl-C
+//	go run ./cmd/demo --cluster 3       # 3 node processes over PostgreSQL ($TROUPE_PG_DSN), one SIGKILLed
 //
 // Exit status: 0 when every promise held, 1 when one broke or a scenario could not
 // finish, 2 on bad usage (an unknown scenario, a --data that is not a directory),
@@ -26,6 +27,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/troupe-rt/troupe/cluster"
 )
 
 // scenario is one part of the demo, on systems of its own.
@@ -52,6 +55,9 @@ const exitInterrupted = 130
 // main runs the demo until it ends or SIGINT/SIGTERM arrives: a signal shuts every
 // live system down (Shutdown tears its jobs down) and ends the run.
 func main() {
+	if os.Getenv(nodeEnv) == "1" { // a node of --cluster N
+		os.Exit(cluster.RunNode(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -74,12 +80,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	showTree := fs.Bool("lifecycle", false, "also print the supervision tree's lifecycle events in the timeline (--json always has them)")
 	asWeb := fs.Bool("web", false, "run a live system and serve its task list (a loopback URL with a token) until Ctrl-C")
 	webAddr := fs.String("web-addr", "127.0.0.1:0", "with --web, listen on `ADDR` (loopback only)")
+	nodes := fs.Int("cluster", 0, "run `N` troupe-node processes (2 to 9) over the PostgreSQL at $TROUPE_PG_DSN, SIGKILL one, show its children carrying on")
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *nodes != 0 {
+		switch {
+		case *nodes < 2 || *nodes > 9:
+			fmt.Fprintf(stderr, "demo: --cluster %d: want 2 to 9 nodes\nrun with --help for usage\n", *nodes)
+			return 2
+		case *only != "" || *asJSON || *asWeb || fs.NArg() > 0:
+			fmt.Fprintln(stderr, "demo: --cluster runs alone (no --scenario, --json, --web or arguments)\nrun with --help for usage")
+			return 2
+		}
+		return runCluster(ctx, *nodes, stdout, stderr)
 	}
 	path, fresh, err := setup(fs, *only, *data)
 	if err != nil {
@@ -223,6 +241,7 @@ func defaultDataDir() string {
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprint(w, `usage: go run ./cmd/demo [--scenario NAME] [--json] [--data DIR]
+       go run ./cmd/demo --cluster N   (PostgreSQL: eval "$(.ci/postgres.sh)")
 
 A scripted agent system on troupe — no network, no model: a scripted turn runner
 plays the models. It prints a timeline of what the runtime does and checks every

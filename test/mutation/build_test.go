@@ -20,6 +20,7 @@ var plantedFiles = map[string]string{
 	"github.com/troupe-rt/troupe/actors/job":        "planted.go",
 	"github.com/troupe-rt/troupe/actors/registry":   "planted.go",
 	"github.com/troupe-rt/troupe/actors/activation": "planted.go",
+	"github.com/troupe-rt/troupe/cluster":           "planted.go",
 }
 
 // goCmd runs the go command in the module root and returns its stdout.
@@ -44,7 +45,7 @@ func goFiles(t *testing.T, tags ...string) map[string][]string {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	out := map[string][]string{}
-	for line := range strings.Lines(goCmd(t, append(args, "./actors/...", "./internal/...")...)) {
+	for line := range strings.Lines(goCmd(t, append(args, "./actors/...", "./internal/...", "./cluster/...")...)) {
 		f := strings.Fields(line)
 		out[f[0]] = f[1:]
 	}
@@ -93,7 +94,7 @@ func TestDefaultBuildHasNoPlantedCode(t *testing.T) {
 	require.Empty(t, plantedSymbols(t), "symbols of planted code in a default build of cmd/demo")
 	syms := plantedSymbols(t, Tag)
 	for _, want := range []string{"job.plantedDeliverer", "registry.(*registryActor).plantedAnnounce",
-		"activation.(*directoryActor).plantedResumeCold"} {
+		"activation.(*directoryActor).plantedResumeCold", "cluster.(*grain).plantedWriteEpoch"} {
 		require.True(t, slices.ContainsFunc(syms, func(s string) bool { return strings.HasSuffix(s, want) }),
 			"-tags %s build lacks %s (the check would see nothing): %v", Tag, want, syms)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/cluster"
 	"github.com/troupe-rt/troupe/internal/fault"
 )
 
@@ -69,6 +70,27 @@ var Catalogue = []Bug{
 		Suite: "./test/activation_suites", Test: "TestMutation_FIFOByMapIteration",
 		Oracle:  "porcupine FIFO model + turn order == acceptance order",
 		Oracles: []Oracle{TurnOrder, FIFOModel},
+	},
+	{
+		Switch: cluster.PlantedWriteWithoutEpoch, Const: "cluster.PlantedWriteWithoutEpoch",
+		What:  "the cluster child writes with the session's current epoch read from the store, not its own: a stale Activation's writes are accepted",
+		Suite: "./cluster", Test: "TestMutation_ClusterWriteWithoutEpoch",
+		Oracle:  "multi-process suite: one live Activation per session (serial log, unique epochs, epoch gauge)",
+		Oracles: []Oracle{ClusterOneActivation},
+	},
+	{
+		Switch: cluster.PlantedRetryReaccepted, Const: "cluster.PlantedRetryReaccepted",
+		What:  "a hedged or retried followup whose message id the child already accepted is accepted again",
+		Suite: "./cluster", Test: "TestMutation_ClusterRetryReaccepted",
+		Oracle:  "multi-process suite: each message accepted once",
+		Oracles: []Oracle{ClusterOnce},
+	},
+	{
+		Switch: cluster.PlantedRestoreByID, Const: "cluster.PlantedRestoreByID",
+		What:  "on activation the unstarted messages are queued by message id, not in acceptance order",
+		Suite: "./cluster", Test: "TestMutation_ClusterRestoreByID",
+		Oracle:  "multi-process suite: porcupine FIFO model",
+		Oracles: []Oracle{ClusterFIFO},
 	},
 }
 

@@ -56,6 +56,12 @@ const (
 	AuthzPairs       Oracle = "authz: delivered iff the direct parent of record sent it"
 	TurnOrder        Oracle = "fifo: turn order == acceptance order"
 	FIFOModel        Oracle = "fifo: porcupine FIFO model"
+	// The multi-process cluster suite's (cluster.TestClusterFailover).
+	ClusterReach         Oracle = "cluster: every child of a dead node reachable within 2 s"
+	ClusterOneActivation Oracle = "cluster: one live Activation per session (unique epochs, epoch gauge, serial log)"
+	ClusterNoLoss        Oracle = "cluster: no acknowledged message lost"
+	ClusterOnce          Oracle = "cluster: each message accepted once"
+	ClusterFIFO          Oracle = "cluster: porcupine FIFO model"
 )
 
 // TB returns tb for o's checks: a failure reported through it (Error, Errorf,

@@ -468,13 +468,36 @@ func producerChanBytes(n int) float64 {
 // watcher's shards); goroutines/job. A Read of every job before the measurement
 // makes sure each job actor has started and its Done channel is being watched. One
 // op is one whole measurement on a fresh System.
-func BenchmarkMemoryLiveIdleJob(b *testing.B) {
+func BenchmarkMemoryLiveIdleJob(b *testing.B) { liveIdleJob(b, false) }
+
+// BenchmarkMemoryLiveIdleJobOnSettle is BenchmarkMemoryLiveIdleJob for producers
+// that settle through Hooks.OnSettle, as troupe's own producers do (shell, PTY,
+// subagent, workflow): each holds exactly one *job.Settler (measured separately,
+// producerSettlerBytes, and subtracted); no Done channel, no watcher shard.
+func BenchmarkMemoryLiveIdleJobOnSettle(b *testing.B) { liveIdleJob(b, true) }
+
+// producerSettlerBytes is the heap of n Settlers.
+func producerSettlerBytes(n int) float64 {
+	hold := make([]*job.Settler, n)
+	before := heapInUse()
+	for i := range hold {
+		hold[i] = new(job.Settler)
+	}
+	after := heapInUse()
+	runtime.KeepAlive(hold)
+	return float64(after-before) / float64(n)
+}
+
+func liveIdleJob(b *testing.B, onSettle bool) {
 	exactHeapProfile("TROUPE_BENCH_LIVE_HEAPPROFILE")
 	b.ReportAllocs()
 	var net, raw, prod, gor, stk float64
 	n := memOwners * memLivePerOwner
 	for i := 0; i < b.N; i++ {
 		producer := producerChanBytes(n)
+		if onSettle {
+			producer = producerSettlerBytes(n)
+		}
 		r := newRig(b)
 		owners := r.agents(b, "mem", memOwners)
 		base := processes(r.sys)
@@ -483,7 +506,13 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 		warmProcessRegistry(b, r.sys)
 		r.quiesce(b, base)
 		chans := make([]chan job.Outcome, 0, n)
+		settlers := make([]*job.Settler, 0, n)
 		run := func() (job.Hooks, error) {
+			if onSettle {
+				s := new(job.Settler)
+				settlers = append(settlers, s)
+				return job.Hooks{OnSettle: s.OnSettle, Cancel: noCancel}, nil
+			}
 			ch := make(chan job.Outcome, 1)
 			chans = append(chans, ch)
 			return job.Hooks{Done: ch, Cancel: noCancel}, nil
@@ -519,7 +548,10 @@ func BenchmarkMemoryLiveIdleJob(b *testing.B) {
 		for _, ch := range chans {
 			ch <- job.Outcome{Status: job.Completed}
 		}
-		for range chans {
+		for _, s := range settlers {
+			s.Settle(job.Outcome{Status: job.Completed})
+		}
+		for range n {
 			<-r.done
 		}
 		runtime.KeepAlive(owners)

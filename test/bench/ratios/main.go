@@ -250,10 +250,12 @@ type absolute struct {
 var absolutes = []absolute{
 	// issue 15: settled owned record with notices ≤ 256 B (the jobs' owners are
 	// registered agents, so every settlement is a notice to its owner).
-	{"registry memory per settled owned record (with notices)", "MemorySettledRecord", "B/record", atMost(256)},
+	{"registry memory per settled owned record whose notice was delivered", "MemorySettledNoticedRecord", "B/record", atMost(256)},
+	{"registry memory per settled owned record (no job tools mounted)", "MemorySettledRecord", "B/record", atMost(256)},
 	{"  (same, incl. protoactor's one-off process-registry growth)", "MemorySettledRecord", "B/record-cold", info},
 	// issue 15: live idle job ≤ 1,024 B.
-	{"memory per live idle job beyond its producer", "MemoryLiveIdleJob", "B/job", atMost(1024)},
+	{"memory per live idle job beyond its producer (OnSettle producer, as troupe's own)", "MemoryLiveIdleJobOnSettle", "B/job", atMost(1024)},
+	{"memory per live idle job beyond its producer (Done-channel producer)", "MemoryLiveIdleJob", "B/job", atMost(1024)},
 	{"  (whole delta per live job, producer included)", "MemoryLiveIdleJob", "B/job-raw", info},
 	{"  (producer's Done channel, subtracted)", "MemoryLiveIdleJob", "B/producer", info},
 	{"  (of which goroutine stacks: watcher shards)", "MemoryLiveIdleJob", "B/job-stack", info},

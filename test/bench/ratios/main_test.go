@@ -168,7 +168,9 @@ var acceptance = []struct {
 	{"KillToSettled", "ns/op", "FloorRequestResponse", "ns/op", atMost(1.5)},
 	{"KillToSettled", "p99-ns", "KillToSettled", "ns/op", atMost(3)},
 	{"MemoryLiveIdleJob", "B/job", "", "", atMost(1024)},
+	{"MemoryLiveIdleJobOnSettle", "B/job", "", "", atMost(1024)},
 	{"MemorySettledRecord", "B/record", "", "", atMost(256)},
+	{"MemorySettledNoticedRecord", "B/record", "", "", atMost(256)},
 	{"MemoryIdleActivation", "B/activation", "", "", atMost(2048)},
 	{"ContinuableColdRestore10Turns", "ns/op", "", "", atMost(1e6)},
 	{"ContinuableColdRestore10kTurns", "ns/op", "", "", atMost(20e6)},
@@ -270,7 +272,7 @@ func TestPlainReportGivesEveryTargetAVerdict(t *testing.T) {
 	// kill: 20 µs / 10 µs = 2× > 1.5×; p99 61 µs / 20 µs = 3.05× > 3×.
 	require.Contains(t, line(t, rep, "kill→settled / floor request-response"), "| 2.00× | ≤ 1.50× | MISSED |")
 	require.Contains(t, line(t, rep, "kill→settled p99 / its mean"), "| 3.05× | ≤ 3.00× | MISSED |")
-	require.Contains(t, line(t, rep, "memory per live idle job beyond its producer"), "| 1000 B/job | ≤ 1024 B/job | met |")
+	require.Contains(t, line(t, rep, "memory per live idle job beyond its producer (Done-channel producer)"), "| 1000 B/job | ≤ 1024 B/job | met |")
 	// shell: medians 500 / 1500 MB/s = 0.33×; fastest 520 / 2000 = 0.26×.
 	require.Contains(t, line(t, rep, "shell stream throughput / pipe to io.Discard"), "| 0.33× | ≥ 0.8× | MISSED | 0.26× |")
 	// a figure with a target absent from the input is listed, not measured; one
@@ -303,7 +305,9 @@ BenchmarkContinuableFollowupThroughput-2 1 20000 ns/op
 BenchmarkContinuableColdRestore10Turns-2 1 1000000 ns/op
 BenchmarkContinuableColdRestore10kTurns-2 1 1500000 ns/op
 BenchmarkMemorySettledRecord-2 1 1 ns/op 256 B/record
+BenchmarkMemorySettledNoticedRecord-2 1 1 ns/op 256 B/record
 BenchmarkMemoryLiveIdleJob-2 1 1 ns/op 1024 B/job
+BenchmarkMemoryLiveIdleJobOnSettle-2 1 1 ns/op 1024 B/job
 BenchmarkSideBySide_LiveIdleJob-2 1 1 ns/op 1024 B/job
 BenchmarkMemoryIdleActivation-2 1 1 ns/op 2048 B/activation
 pkg: github.com/troupe-rt/troupe/producers/process

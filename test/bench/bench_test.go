@@ -291,7 +291,10 @@ func BenchmarkFloorSpawnStop(b *testing.B) {
 type ping struct{}
 
 // BenchmarkFloorRequestResponse: a RequestFuture round trip to an echo actor.
-func BenchmarkFloorRequestResponse(b *testing.B) {
+func BenchmarkFloorRequestResponse(b *testing.B) { requestResponse(b) }
+
+// requestResponse is the request/response floor's loop.
+func requestResponse(b *testing.B) {
 	root := floorSystem(b).Root
 	echo := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*ping); ok {

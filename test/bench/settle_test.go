@@ -75,7 +75,16 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 		lat = append(lat, time.Since(t0))
 		<-r.done // the listener fired before AwaitSettled was answered
 	}
+	b.StopTimer()
 	reportLatency(b, lat)
+	for _, id := range ids { // the pool's rest: settle it before shutdown
+		if _, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range ids {
+		<-r.done
+	}
 }
 
 // reportLatency reports the mean and the 99th percentile of lat (nearest rank).

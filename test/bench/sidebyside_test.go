@@ -22,10 +22,8 @@ package bench
 import (
 	"context"
 	"runtime"
-	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
@@ -33,7 +31,6 @@ import (
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/registry"
-	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -162,93 +159,13 @@ func BenchmarkSideBySide_ReadStreamJob(b *testing.B) {
 
 // BenchmarkSideBySide_RequestResponse is the request/response floor beside the
 // read and the kill: a protoactor RequestFuture round trip to an echo actor.
-func BenchmarkSideBySide_RequestResponse(b *testing.B) {
-	root := floorSystem(b).Root
-	echo := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if m, ok := c.Message().(*ping); ok {
-			c.Respond(m)
-		}
-	}))
-	b.Cleanup(func() { _ = root.StopFuture(echo).Wait() })
-	msg := &ping{}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := root.RequestFuture(echo, msg, 10*time.Second).Result(); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkSideBySide_RequestResponse(b *testing.B) { requestResponse(b) }
 
 // BenchmarkSideBySide_KillToSettled: Kill of a running job whose Cancel settles it
 // killed, then AwaitSettled; every op's latency is kept, and the benchmark
 // reports their mean (mean-ns, = ns/op minus the untimed refills) and 99th
 // percentile (p99-ns). Jobs are started killPool at a time, untimed.
-func BenchmarkSideBySide_KillToSettled(b *testing.B) {
-	r := newRig(b, func(c *troupe.Config) { l := int64(killPool); c.MaxConcurrentJobsPerOwner = &l })
-	jobs := r.sys.Jobs()
-	spec := job.Spec{Kind: kind, Label: "killable", Run: untilCancelled(false)}
-	ids := make([]string, 0, killPool)
-	refill := func() {
-		for len(ids) < killPool {
-			id, err := jobs.Start(context.Background(), spec)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-	}
-	refill()
-	ctx := context.Background()
-	lat := make([]time.Duration, 0, 1<<16)
-	b.ReportAllocs()
-	for b.Loop() {
-		if len(ids) == 0 {
-			b.StopTimer()
-			refill()
-			b.StartTimer()
-		}
-		id := ids[len(ids)-1]
-		ids = ids[:len(ids)-1]
-		t0 := time.Now()
-		res, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{})
-		if err != nil || res != messages.KillResult_KILL_RESULT_REQUESTED {
-			b.Fatalf("kill %s: %v, %v", id, res, err)
-		}
-		snap, err := jobs.AwaitSettled(ctx, id, registry.NoCaller)
-		if err != nil || snap.Status != job.Killed {
-			b.Fatalf("await %s: %v, %v", id, snap, err)
-		}
-		lat = append(lat, time.Since(t0))
-		<-r.done // the listener fired before AwaitSettled was answered
-	}
-	b.StopTimer()
-	mean, p99 := meanP99(lat)
-	b.ReportMetric(mean, "mean-ns")
-	b.ReportMetric(p99, "p99-ns")
-	for _, id := range ids { // the pool's rest: settle it before shutdown
-		if _, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for range ids {
-		<-r.done
-	}
-}
-
-// meanP99 returns the mean and the 99th percentile (nearest rank) of lat, in ns.
-func meanP99(lat []time.Duration) (mean, p99 float64) {
-	if len(lat) == 0 {
-		return 0, 0
-	}
-	var sum time.Duration
-	for _, d := range lat {
-		sum += d
-	}
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	rank := (len(s)*99 + 99) / 100 // ⌈0.99·n⌉
-	return float64(sum.Nanoseconds()) / float64(len(s)), float64(s[rank-1].Nanoseconds())
-}
+func BenchmarkSideBySide_KillToSettled(b *testing.B) { killToSettled(b, untilCancelled(false)) }
 
 // BenchmarkSideBySide_LiveIdleJob reports the heap plus stacks per live idle job
 // (B/job), measured as BenchmarkMemoryLiveIdleJob measures it (10,000 owned jobs

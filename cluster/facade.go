@@ -141,12 +141,19 @@ func (n *Node) placeStart(ctx context.Context, parent *owner.Agent, kind, provid
 }
 
 func (n *Node) placeFollowup(ctx context.Context, parent *owner.Agent, kind, childID, content string, src session.Source) (string, error) {
+	return n.placeFollowupID(ctx, parent, kind, childID, content, src, newID())
+}
+
+// placeFollowupID sends the followup as message msgID: every hedged attempt of one
+// call carries the same id, and the child's grain answers a repeat with the first
+// acceptance (facade.recent).
+func (n *Node) placeFollowupID(ctx context.Context, parent *owner.Agent, kind, childID, content string, src session.Source, msgID string) (string, error) {
 	key, err := n.parentKey(ctx, parent.Session(), kind)
 	if err != nil {
 		return "", err
 	}
 	ack, err := n.call(ctx, childID, &wire.Followup{SessionId: childID, SenderSession: parent.Session(), Content: content,
-		MessageId: newID(), Credential: credentialFor(key, childID), SourceKind: src.Kind, SourceForm: src.Form})
+		MessageId: msgID, Credential: credentialFor(key, childID), SourceKind: src.Kind, SourceForm: src.Form})
 	if err != nil {
 		return "", err
 	}
@@ -278,7 +285,18 @@ type facade struct {
 	n   *Node
 	id  string
 	rec *placed // read once from the store (it never changes)
+	// recent are the last followups this grain accepted (message id → inbox id),
+	// so a hedged attempt of one that was accepted is answered, not accepted again.
+	// It covers attempts that reach the same grain; an acceptance whose member died
+	// before answering is not known to the next grain (README "Cluster", Limits).
+	recent []acceptedFollowup
 }
+
+// recentFollowups bounds facade.recent: hedged attempts of one call arrive within
+// a few RequestTimeouts, far fewer than this many followups apart.
+const recentFollowups = 32
+
+type acceptedFollowup struct{ msg, inbox string }
 
 func (g *facade) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
@@ -376,6 +394,11 @@ func (g *facade) followup(m *wire.Followup) *wire.Ack {
 	if bad != nil {
 		return bad
 	}
+	for _, a := range g.recent {
+		if m.MessageId != "" && a.msg == m.MessageId {
+			return &wire.Ack{Node: g.n.name, InboxId: a.inbox} // a hedged attempt of an accepted followup
+		}
+	}
 	mgr, proxy, err := g.n.proxy(rec.Parent, rec.ParentKind, rec.ParentNode)
 	if err != nil {
 		return coded(err)
@@ -384,6 +407,12 @@ func (g *facade) followup(m *wire.Followup) *wire.Ack {
 		session.Source{Kind: bound(m.SourceKind), Form: bound(m.SourceForm), SenderSessionID: proxy.Session()})
 	if err != nil {
 		return coded(err)
+	}
+	if m.MessageId != "" {
+		if len(g.recent) == recentFollowups {
+			g.recent = append(g.recent[:0], g.recent[1:]...)
+		}
+		g.recent = append(g.recent, acceptedFollowup{msg: m.MessageId, inbox: id})
 	}
 	return &wire.Ack{Node: g.n.name, InboxId: id}
 }

@@ -186,6 +186,12 @@ func runFacadeNode(args []string) int {
 				_, l.InboxID, err = mgr.Start(cctx, parent, "spawn", "child", c.ID, subagent.Request{Prompt: c.Content})
 			case "ffollowup":
 				l.InboxID, err = mgr.Followup(cctx, parent, c.ID, c.Content, session.Source{Kind: "coordinator"})
+			case "fdup": // one followup sent twice as the same message (a hedged retry)
+				var second string
+				l.InboxID, second, err = node.FollowupTwiceForTest(cctx, parent, "", c.ID, c.Content)
+				if err == nil && second != l.InboxID {
+					err = messages.Errorf(cluster.CodeInvalid, "the repeat was accepted as %s, the first as %s", second, l.InboxID)
+				}
 			case "finterrupt":
 				err = mgr.Interrupt(cctx, c.ID, activation.Authority{Ancestor: parent})
 			case "forge": // this guarded member says sender=c.Sender with a credential it made up

@@ -81,6 +81,15 @@ func TestClusterFacade(t *testing.T) {
 		}
 	}
 
+	// A hedged retry of an accepted followup (the same message id, again) is
+	// answered with the first acceptance and runs no second turn.
+	l, ok = a.do(cluster.Command{Op: "fdup", ID: c, Content: "sent twice"})
+	require.True(t, ok)
+	require.Empty(t, l.Code, l.Message)
+	ev.waitEvent(t, 15*time.Second, "p's notice of the repeated followup", func(l cluster.Line) bool {
+		return l.Event == "pnotice" && l.Child == c && strings.Contains(l.Content, "done: sent twice")
+	})
+
 	// Nested: C's turn starts G through B's manager; G's notice wakes C; p hears.
 	g := c + "-g"
 	l, ok = a.do(cluster.Command{Op: "ffollowup", ID: c, Content: "spawn:" + g})
@@ -98,6 +107,13 @@ func TestClusterFacade(t *testing.T) {
 		return l.Event == "pnotice" && l.Child == c && strings.Contains(l.Content, "Background subagent "+g+" finished")
 	})
 	require.Equal(t, a.name, nested.Node)
+	twice := 0
+	for _, l := range ev.snapshot() {
+		if l.Event == "fturn" && l.ID == c && l.Content == "sent twice" {
+			twice++
+		}
+	}
+	require.Equal(t, 1, twice, "the repeated followup ran once (C's later turns have run)")
 
 	// An interrupt through the manager: the parent's credential over the cluster
 	// cancels the slow turn on B, and p hears that C stopped.

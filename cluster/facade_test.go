@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/cluster"
-	"github.com/troupe-rt/troupe/session"
-	"github.com/troupe-rt/troupe/session/postgres"
 	"github.com/troupe-rt/troupe/session/postgres/pgtest"
 )
 
@@ -166,22 +164,8 @@ func TestClusterFacade(t *testing.T) {
 	})
 	require.NotEqual(t, victim.name, again.Node)
 
-	store, err := postgres.Open(context.Background(), dsn)
-	require.NoError(t, err)
-	defer store.Close()
-	snap, err := store.Load(context.Background(), c)
-	require.NoError(t, err)
-	var aborted, ranAfter bool
-	for _, e := range snap.Log {
-		aborted = aborted || (e.Kind == session.EntryTurnAborted && e.InboxID == slowID)
-		ranAfter = ranAfter || (e.Kind == session.EntryTurnEnd && e.InboxID == afterID)
-	}
-	require.True(t, aborted, "the cut-off turn is logged aborted")
-	require.True(t, ranAfter, "the queued followup ran after the crash")
+	store, snap := requireRecovered(t, dsn, c, slowID, afterID)
 	require.Greater(t, snap.Header.Epoch, uint64(1), "C moved at a new epoch")
-	for _, m := range snap.Inbox {
-		require.False(t, strings.HasPrefix(m.Content[0].Text, "forged"), "a refused request was accepted: %q", m.Content[0].Text)
-	}
 	for _, l := range ev.snapshot() {
 		require.False(t, l.Event == "fturn" && strings.HasPrefix(l.Content, "forged"), "a forged request ran a turn")
 	}

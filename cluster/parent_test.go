@@ -181,9 +181,22 @@ func TestClusterParentNotices(t *testing.T) {
 	})
 	require.Equal(t, a.name, third.Node)
 
+	store, _ := requireRecovered(t, dsn, c, slowID, afterID)
+	head, err := store.Head(context.Background(), g)
+	require.NoError(t, err)
+	require.Equal(t, c, head.Header.ParentSession)
+	require.Equal(t, session.ParentSubagent, head.Header.ParentKind)
+}
+
+// requireRecovered opens the cluster's store and checks child c's session after its
+// member's SIGKILL: the turn of message slowID that was cut off is logged aborted,
+// the queued message afterID ran after the crash, and no refused (forged) request is
+// in its inbox. It returns the store (closed at cleanup) and the session.
+func requireRecovered(t *testing.T, dsn, c, slowID, afterID string) (*postgres.Store, session.Snapshot) {
+	t.Helper()
 	store, err := postgres.Open(context.Background(), dsn)
 	require.NoError(t, err)
-	defer store.Close()
+	t.Cleanup(func() { _ = store.Close() })
 	snap, err := store.Load(context.Background(), c)
 	require.NoError(t, err)
 	var aborted, ranAfter bool
@@ -196,8 +209,5 @@ func TestClusterParentNotices(t *testing.T) {
 	for _, m := range snap.Inbox {
 		require.False(t, strings.HasPrefix(m.Content[0].Text, "forged"), "a refused request was accepted: %q", m.Content[0].Text)
 	}
-	head, err := store.Head(context.Background(), g)
-	require.NoError(t, err)
-	require.Equal(t, c, head.Header.ParentSession)
-	require.Equal(t, session.ParentSubagent, head.Header.ParentKind)
+	return store, snap
 }

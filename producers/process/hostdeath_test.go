@@ -208,7 +208,9 @@ func (h *host) awaitNoneLive(deadline time.Time) []procEntry {
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
-		time.Sleep(pollInterval) // polling /proc with a deadline, not synchronisation
+		for _, p := range left { // exit events (a pidfd each), then a look for stragglers
+			awaitExit(p.pid, p.start, deadline)
+		}
 	}
 }
 
@@ -220,14 +222,7 @@ func reapAdopted(t *testing.T, born uint64, watchdogs ...int) {
 	t.Helper()
 	deadline := time.Now().Add(helperBudget)
 	for _, wd := range watchdogs {
-		for {
-			info, ok := readStat(wd)
-			if !ok || info.state == 'Z' {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "the watchdog %d did not exit", wd)
-			time.Sleep(pollInterval)
-		}
+		require.True(t, awaitExit(wd, 0, deadline), "the watchdog %d did not exit", wd)
 	}
 	// Reap until no zombie child born after the hosts is left: an orphan is
 	// reparented here only once the last thread of its dead parent has exited.

@@ -79,19 +79,11 @@ func Sweep(opts SweepOptions) SweepRecord {
 	deadline := time.Now().Add(sweepConfirm)
 	for i := range found {
 		s := &found[i]
-		for {
-			info, ok := readStat(s.PID)
-			if !ok || info.start != s.start || info.state == 'Z' || info.state == 'X' {
-				s.Gone = true
-				if ok && info.state == 'Z' && info.ppid == me.pid {
-					reapChild(s.PID, deadline)
-				}
-				break
+		if awaitExit(s.PID, s.start, deadline) {
+			s.Gone = true
+			if info, ok := readStat(s.PID); ok && info.start == s.start && info.state == 'Z' && info.ppid == me.pid {
+				reapChild(s.PID, deadline)
 			}
-			if time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(pollInterval)
 		}
 		rec.Found = append(rec.Found, s.Survivor)
 	}

@@ -154,18 +154,16 @@ func startWatchdog() (*watchConn, error) {
 // until deadline at most: a multi-threaded process's leader reads as a zombie
 // before its last thread has exited, and cannot be reaped until then.
 func reapChild(pid int, deadline time.Time) {
-	for {
+	for awaitExit(pid, 0, deadline) {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
 		switch {
 		case err == syscall.EINTR:
-			continue
 		case got == pid || err != nil: // reaped, or not (or no longer) our child
 			return
 		case time.Now().After(deadline):
 			return
 		}
-		time.Sleep(pollInterval)
 	}
 }
 
@@ -286,12 +284,6 @@ func markedWith(p procEntry, prefix string) bool {
 	return false
 }
 
-// hostGone reports whether the host no longer runs (gone, a zombie, or its pid reused).
-func hostGone(host instanceID) bool {
-	info, ok := readStat(host.pid)
-	return !ok || info.start != host.start || info.state == 'Z' || info.state == 'X'
-}
-
 // runWatchdog is the watchdog process: it reads the host's reports until the pipe
 // closes, waits for the host to be gone (a host that closed the pipe and lives on
 // keeps its jobs), then stops every process of the host's jobs: SIGTERM, and
@@ -312,12 +304,8 @@ func watch(host instanceID, pipe io.Reader, stderr io.Writer) int {
 	for sc.Scan() {
 		w.apply(sc.Text())
 	}
-	deadline := time.Now().Add(hostExitWait)
-	for !hostGone(host) {
-		if time.Now().After(deadline) {
-			return 0
-		}
-		time.Sleep(pollInterval)
+	if !awaitExit(host.pid, host.start, time.Now().Add(hostExitWait)) {
+		return 0
 	}
 	stopped, stubborn := w.stopAll(os.Getpid())
 	if len(stopped) > 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 const moduleRoot = "../.."
@@ -78,7 +79,26 @@ func requireNoSurvivors(t *testing.T, markers ...string) {
 			t.Errorf("processes survived the test: %v", left)
 			return
 		}
-		time.Sleep(20 * time.Millisecond) // polling /proc: there is no event for another process's exit
+		for _, pid := range left {
+			awaitExitEvent(pid, deadline)
+		}
+	}
+}
+
+// awaitExitEvent waits until pid has exited (its pidfd is readable) or until
+// deadline; a pid already gone returns at once. Whether the process has gone is
+// the caller's next look at /proc: this only waits for the event.
+func awaitExitEvent(pid int, deadline time.Time) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for left := time.Until(deadline); left > 0; left = time.Until(deadline) {
+		if n, err := unix.Poll(fds, int((left+time.Millisecond-1)/time.Millisecond)); n > 0 || (err != nil && err != unix.EINTR) {
+			return
+		}
 	}
 }
 

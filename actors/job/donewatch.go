@@ -151,7 +151,6 @@ func (s *shard) run() {
 		if exit {
 			return
 		}
-		o = Outcome{} // hold no delivered output while waiting
 		fired, o, ok = s.wait(&chans)
 	}
 }

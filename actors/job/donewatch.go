@@ -1,19 +1,30 @@
 package job
 
 import (
-	"reflect"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 )
 
 // shardSize bounds how many Done channels one watcher goroutine selects over: a
-// goroutine per live job would cost ~2.5 KiB each; a shard costs that once per
-// shardSize jobs, and a select over it stays cheap.
+// goroutine per live job would cost ~2.5 KiB each; a shard costs its goroutine once
+// per shardSize jobs, and a select over it stays cheap. It is the arm count of the
+// generated select (donewatch_select.go, written by TestWatcherSelectIsGenerated),
+// and a shard's slots are the bits of one uint64.
 const shardSize = 64
 
 // Watcher delivers each job's single Done value to a callback without a goroutine
-// per job. It is a leaf helper: its lock guards only its shard list, which no actor
-// state depends on. Shards exit when they have nothing to watch; Close stops them all.
+// per job. It is a leaf helper: its lock guards only its shards' slot tables, which
+// no actor state depends on. Shards exit when they have nothing to watch (except the
+// first); Close stops them all.
+//
+// A watched channel costs one slot (a channel and a *Watch, 16 B of its shard) and
+// its share of the shard's goroutine, whose stack is mostly the compiled select's
+// frame. The select is a Go select statement with shardSize receive arms (a nil
+// channel is an arm that never fires), not reflect.Select: reflect.Select allocated
+// a SelectCase, a runtime case, a sort-order entry and a receive buffer per watched
+// channel on every wake, all held while the shard waits (~160 B per live job). The
+// runtime's own cost of a blocked receive (one sudog per watched channel) remains.
 type Watcher struct {
 	mu struct {
 		sync.Mutex
@@ -24,41 +35,30 @@ type Watcher struct {
 }
 
 // Watch is the handle of one watched channel (24 B: it lives as long as its job;
-// the channel itself goes to the shard in the add message).
+// the channel itself is in its shard's slot).
 type Watch struct {
 	sh      *shard
 	deliver func(Outcome, bool)
 	removed atomic.Bool
 }
 
+// shard is one goroutine selecting over up to shardSize Done channels. Its slot
+// table is guarded by the watcher's lock: Add fills a free slot and pokes the
+// shard; the shard alone frees slots (a delivered or removed watch), and copies the
+// channels to its own stack before each select.
 type shard struct {
-	w   *Watcher
-	n   int // entries assigned, guarded by w.mu
-	ctl chan shardCtl
+	w    *Watcher
+	poke chan struct{} // buffer 1: "look at the slots again" (an add, a remove, Close)
+	used uint64        // bit i set: slot i holds a watch
+	done [shardSize]<-chan Outcome
+	wt   [shardSize]*Watch
 }
-
-// shardCtl is an add (add and done set), a stop (add is stopShard), or a poke
-// (the zero value): "look for removed entries". 16 B: a shard's control buffer is
-// shardSize+1 of them.
-type shardCtl struct {
-	add  *Watch
-	done <-chan Outcome
-}
-
-// stopShard is the add value of a stop message.
-var stopShard = new(Watch)
-
-// ctlRoom is a shard's control buffer: at most shardSize adds are outstanding (a
-// shard holds at most shardSize watches, counted from Add until released), plus
-// Close's stop. Pokes never block (Remove drops one when the buffer is full; the
-// shard sweeps after every control message anyway).
-const ctlRoom = shardSize + 1
 
 // NewWatcher returns an empty watcher.
 func NewWatcher() *Watcher { return &Watcher{} }
 
 // Add watches done and calls deliver once with its value (ok=false if it was closed
-// without one). It returns nil if the watcher is closed.
+// without one). It returns nil if the watcher is closed. It never blocks on a shard.
 func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 	w.mu.Lock()
 	if w.mu.closed {
@@ -67,21 +67,23 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 	}
 	var sh *shard
 	for _, s := range w.mu.shards {
-		if s.n < shardSize {
+		if ^s.used != 0 {
 			sh = s
 			break
 		}
 	}
 	if sh == nil {
-		sh = &shard{w: w, ctl: make(chan shardCtl, ctlRoom)}
+		sh = &shard{w: w, poke: make(chan struct{}, 1)}
 		w.mu.shards = append(w.mu.shards, sh)
 		w.wg.Add(1)
 		go sh.run()
 	}
-	sh.n++
+	i := bits.TrailingZeros64(^sh.used)
 	e := &Watch{sh: sh, deliver: deliver}
+	sh.used |= 1 << i
+	sh.done[i], sh.wt[i] = done, e
 	w.mu.Unlock()
-	sh.ctl <- shardCtl{add: e, done: done} // room: see ctlRoom
+	sh.wake()
 	return e
 }
 
@@ -106,16 +108,12 @@ func (wt *Watch) Remove() {
 	if wt == nil || wt.removed.Swap(true) || wt.sh == nil {
 		return
 	}
-	select {
-	case wt.sh.ctl <- shardCtl{}: // poke the shard to drop removed entries
-	default: // the shard is busy with other control messages (it sweeps after each) or gone
-	}
+	wt.sh.wake() // the shard frees removed slots each time it looks
 }
 
-// Close stops every shard and waits for them; later Adds return nil. The stops
-// are sent outside the lock: a shard whose control buffer is full may be waiting
-// for the lock (release) before it can take another message. Once closed, no shard
-// exits on its own, so each one listed gets its stop.
+// Close stops every shard and waits for them; later Adds return nil. A shard that
+// sees the watcher closed exits at once, delivering at most the value it had just
+// received.
 func (w *Watcher) Close() {
 	w.mu.Lock()
 	var shards []*shard
@@ -125,69 +123,75 @@ func (w *Watcher) Close() {
 	}
 	w.mu.Unlock()
 	for _, s := range shards {
-		s.ctl <- shardCtl{add: stopShard}
+		s.wake()
 	}
 	w.wg.Wait()
 }
 
-// release accounts for one finished entry; it reports whether the shard should exit.
-func (s *shard) release() bool {
-	w := s.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s.n--
-	// An empty shard exits, except the first: on a quiet system a new shard per job
-	// (goroutine, channel, stack growth) was ~30% of a job lifecycle's allocation.
-	if s.n > 0 || w.mu.closed || (len(w.mu.shards) > 0 && w.mu.shards[0] == s) {
-		return false
+// wake pokes the shard without blocking: if a poke is already pending, the shard
+// has yet to look at its slots, and will see whatever led to this one.
+func (s *shard) wake() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
 	}
-	for i, x := range w.mu.shards {
-		if x == s {
-			w.mu.shards = append(w.mu.shards[:i], w.mu.shards[i+1:]...)
-			break
-		}
-	}
-	return true
 }
 
 func (s *shard) run() {
 	defer s.w.wg.Done()
-	entries := make([]*Watch, 0, shardSize)
-	cases := make([]reflect.SelectCase, 1, shardSize+1)
-	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.ctl)}
-	drop := func(i int) bool {
-		entries = append(entries[:i], entries[i+1:]...)
-		cases = append(cases[:i+1], cases[i+2:]...)
-		return s.release()
-	}
+	var chans [shardSize]<-chan Outcome // the select's channels: a copy of s.done
+	fired := -1
+	var o Outcome
+	var ok bool
 	for {
-		chosen, v, ok := reflect.Select(cases)
-		if chosen == 0 {
-			ctl := v.Interface().(shardCtl)
-			if ctl.add == stopShard {
-				return
-			}
-			if ctl.add != nil {
-				entries = append(entries, ctl.add)
-				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctl.done)})
-			}
-		} else {
-			e := entries[chosen-1]
-			if !e.removed.Load() {
-				var o Outcome
-				if ok {
-					o = v.Interface().(Outcome)
-				}
-				e.deliver(o, ok)
-			}
-			if drop(chosen - 1) {
-				return
-			}
+		e, exit := s.look(fired, &chans)
+		if e != nil && !e.removed.Load() {
+			e.deliver(o, ok)
 		}
-		for i := len(entries) - 1; i >= 0; i-- {
-			if entries[i].removed.Load() && drop(i) {
-				return
-			}
+		if exit {
+			return
+		}
+		fired, o, ok = s.wait(&chans)
+	}
+}
+
+// look runs under the watcher's lock between two selects: it frees slot fired (if
+// >= 0: its channel delivered) and the slot of every removed watch, copies the
+// channels left into chans, and returns the fired slot's watch and whether the shard
+// exits (the watcher is closed, or it has nothing left to watch and is not the
+// first shard: on a quiet system a new shard per job, with goroutine, channel and
+// stack growth, was ~30% of a job lifecycle's allocation).
+func (s *shard) look(fired int, chans *[shardSize]<-chan Outcome) (e *Watch, exit bool) {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if fired >= 0 {
+		e = s.wt[fired]
+		s.free(fired)
+	}
+	for u := s.used; u != 0; u &= u - 1 {
+		if i := bits.TrailingZeros64(u); s.wt[i].removed.Load() {
+			s.free(i)
 		}
 	}
+	if w.mu.closed {
+		return e, true
+	}
+	if s.used == 0 && w.mu.shards[0] != s {
+		for i, x := range w.mu.shards {
+			if x == s {
+				w.mu.shards = append(w.mu.shards[:i], w.mu.shards[i+1:]...)
+				break
+			}
+		}
+		return e, true
+	}
+	*chans = s.done
+	return e, false
+}
+
+// free empties slot i (under the watcher's lock).
+func (s *shard) free(i int) {
+	s.used &^= 1 << i
+	s.done[i], s.wt[i] = nil, nil
 }

@@ -227,10 +227,8 @@ func TestWatcherCloseStopsShards(t *testing.T) {
 // The job actor calls Remove when a job settles by another path (a teardown cancel
 // that threw, or the actor stopping). That can happen after the watcher already
 // delivered the Done value (the doneMsg is still queued behind it). A shard whose
-// entries are all finished exits and never reads its control channel again, so each
-// such Remove parks a message in that buffer (2*shardSize+1 slots) for good. A shard
-// that has served more than that many jobs in its lifetime can then block Remove, and
-// with it the job actor, forever.
+// entries are all finished exits and never reads its poke channel again: a Remove
+// that waited for room there would block, and with it the job actor, forever.
 func TestWatcherRemoveAfterDeliveryNeverBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := NewWatcher()
@@ -271,12 +269,39 @@ func TestWatcherRemoveAfterDeliveryNeverBlocks(t *testing.T) {
 		// Unblock the remover so the bubble can end, then report.
 		for blocked {
 			select {
-			case <-sh.ctl:
+			case <-sh.poke:
 			case <-done:
 				blocked = false
 				require.Fail(t, "Remove blocked on an exited shard's control channel")
 			}
 		}
 		w.Close()
+	})
+}
+
+// A Remove that comes after its watch was delivered (the job actor settling by
+// another path while the doneMsg is still queued) must not touch the watch that
+// has taken the freed slot since: each Add's handle is its own.
+func TestWatcherStaleRemoveLeavesTheSlotsNextWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := NewWatcher()
+		rec := newRecorder(2)
+		first := make(chan Outcome, 1)
+		old := w.Add(first, rec.deliver(0))
+		first <- Outcome{Status: Completed}
+		require.Equal(t, 0, (<-rec.ch).i)
+		synctest.Wait() // the shard has freed the slot
+
+		next := make(chan Outcome, 1)
+		nw := w.Add(next, rec.deliver(1))
+		require.Same(t, old.sh, nw.sh, "one shard")
+		old.Remove() // stale: its value was delivered
+		synctest.Wait()
+		next <- Outcome{Status: Killed}
+		d := <-rec.ch
+		require.Equal(t, delivery{i: 1, o: Outcome{Status: Killed}, ok: true}, d)
+		w.Close()
+		require.EqualValues(t, 1, rec.counts[0].Load())
+		require.EqualValues(t, 1, rec.counts[1].Load())
 	})
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,23 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 	default:
 		var zero T
 		return zero, err
+	}
+}
+
+// awaitYielding is await for a reply the registry usually has ready within one
+// handler run (a live read): it first yields the processor once, so that the
+// registry's worker, which the request just made runnable on this processor, runs
+// the request and sends the reply into ch's buffer while no one waits on ch — no
+// park of the caller, no wake of it — and takes that reply; if it is not there yet
+// (the worker runs elsewhere, or the registry is busy), it waits as await does.
+// The yield only changes when the caller runs, never what it receives.
+func awaitYielding[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
+	runtime.Gosched()
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+		return await(ctx, c, ch)
 	}
 }
 
@@ -188,7 +206,7 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 	call.as.caller = caller
 	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
 	c.root.Send(c.pid, &call.as)
-	res, err := await(ctx, c, call.reply)
+	res, err := awaitYielding(ctx, c, call.reply)
 	if err != nil {
 		// The registry may still take the request up and answer it: the call is dropped.
 		return "", nil, err

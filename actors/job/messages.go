@@ -27,6 +27,12 @@ type ReadResult struct {
 	Text     string
 	Snapshot *messages.JobSnapshot
 	Err      error
+	// Free reports that whoever answered holds no reference to the Read, nor to its
+	// Reply, any more: the sender may reuse both for its next read. Only the
+	// registry sets it, for a read its Client sent it that it answered itself (not
+	// one it routed to a job actor, nor one a job actor forwarded back); every
+	// other answer leaves it false, and a Read answered without it is never reused.
+	Free bool
 }
 
 // Kill asks the producer to stop. NoClaim leaves the completion report unclaimed.

@@ -110,11 +110,11 @@ func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
 	switch jm := m.msg.(type) {
 	case *job.Read:
 		if err != nil {
-			jm.Reply <- job.ReadResult{Err: err}
+			answerRead(jm, true, job.ReadResult{Err: err})
 			return
 		}
 		jm.Caller = s
-		r.read(c, jm)
+		r.read(c, jm, true)
 	case *job.Kill:
 		if err != nil {
 			jm.Reply <- job.KillResult{Err: err}
@@ -147,7 +147,7 @@ func (r *registryActor) forwarded(c actor.Context, m job.Routable) {
 	}
 	switch m := m.(type) {
 	case *job.Read:
-		r.read(c, m)
+		r.read(c, m, false)
 	case *job.Kill:
 		r.kill(c, m)
 	case *job.Wait:

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
+	reads   sync.Pool // freed readCalls, reused by Read
 	stopped <-chan struct{}
 	tokens  atomic.Uint64
 }
@@ -79,6 +82,23 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 	default:
 		var zero T
 		return zero, err
+	}
+}
+
+// awaitYielding is await for a reply the registry usually has ready within one
+// handler run (a live read): it first yields the processor once, so that the
+// registry's worker, which the request just made runnable on this processor, runs
+// the request and sends the reply into ch's buffer while no one waits on ch — no
+// park of the caller, no wake of it — and takes that reply; if it is not there yet
+// (the worker runs elsewhere, or the registry is busy), it waits as await does.
+// The yield only changes when the caller runs, never what it receives.
+func awaitYielding[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
+	runtime.Gosched()
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+		return await(ctx, c, ch)
 	}
 }
 
@@ -179,13 +199,44 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 	if ctx.Err() != nil {
 		return "", nil, job.Aborted(ctx)
 	}
-	reply := make(chan job.ReadResult, 1)
-	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Read{ID: id, Ctx: ctx, Reply: reply}})
-	res, err := await(ctx, c, reply)
+	call, _ := c.reads.Get().(*readCall)
+	if call == nil {
+		call = newReadCall()
+	}
+	call.as.caller = caller
+	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
+	c.root.Send(c.pid, &call.as)
+	res, err := awaitYielding(ctx, c, call.reply)
 	if err != nil {
+		// The registry may still take the request up and answer it: the call is dropped.
 		return "", nil, err
 	}
+	if res.Free {
+		call.as.caller = Caller{}
+		call.read = job.Read{} // the pool holds no context, id or agent
+		c.reads.Put(call)
+	}
 	return res.Text, res.Snapshot, res.Err
+}
+
+// readCall is one Read's request (the asCaller envelope and the job.Read it
+// carries) and its reply channel, reused across Reads. The registry answers a read
+// exactly once; an answer marked Free (job.ReadResult.Free) says nothing holds the
+// request or the channel any more (the registry answered it itself: it was not
+// routed to a job actor, whose answer is never marked). A call whose wait ended
+// without its answer (an abort, a stopped registry), or answered unfreed, is never
+// reused. The pool is the Client's, not the process's: a channel made in a
+// synctest bubble serves only the system made in that bubble.
+type readCall struct {
+	as    asCaller
+	read  job.Read
+	reply chan job.ReadResult
+}
+
+func newReadCall() *readCall {
+	call := &readCall{reply: make(chan job.ReadResult, 1)}
+	call.as.msg = &call.read
+	return call
 }
 
 // KillOptions are a kill's options (SPEC §1.3 rule 3). The zero value claims the

@@ -58,7 +58,7 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			return true
 		}
 		reply := make(chan job.ReadResult, 1)
-		r.read(c, &job.Read{ID: m.JobId, Caller: caller, Reply: reply})
+		r.read(c, &job.Read{ID: m.JobId, Caller: caller, Reply: reply}, false)
 		r.relay(c, func(stopped <-chan struct{}) proto.Message {
 			select {
 			case res := <-reply:

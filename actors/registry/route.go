@@ -33,33 +33,37 @@ func (r *registryActor) access(id, caller string) (*record, error) {
 	return rec, nil
 }
 
-func (r *registryActor) read(c actor.Context, m *job.Read) {
+// read answers m, or routes it to the live job's actor. own: m came from this
+// registry's Client (serveAs), so the registry is its only holder, and an answer
+// sent here frees it for the Client's next read (job.ReadResult.Free); a read a
+// job actor forwarded back is answered unfreed.
+func (r *registryActor) read(c actor.Context, m *job.Read, own bool) {
 	rec, err := r.access(m.ID, m.Caller)
 	if err != nil {
-		m.Reply <- job.ReadResult{Err: err}
+		answerRead(m, own, job.ReadResult{Err: err})
 		return
 	}
 	if rec.live() {
 		if rec.readOutput == nil {
 			// A kill, teardown or forced failure went to the job actor: its Cancel may
 			// be running, so reads wait behind it there, and only the job actor calls
-			// ReadOutput until the job settles.
+			// ReadOutput until the job settles. Its answer does not free m.
 			c.Send(rec.pid, r.shared.Stamp(m))
 			return
 		}
-		r.readLive(rec, m)
+		r.readLive(rec, m, own)
 		return
 	}
 	text := rec.output
 	if rec.stream {
 		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
-			m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}}
+			answerRead(m, own, job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}})
 			return
 		}
 		text = job.ValidText(text)
 	}
 	rec.reported = true
-	m.Reply <- job.ReadResult{Text: text, Snapshot: rec.snapshot()}
+	answerRead(m, own, job.ReadResult{Text: text, Snapshot: rec.snapshot()})
 }
 
 // readLive answers a read of a live job in one hop, from the record: the live
@@ -69,17 +73,24 @@ func (r *registryActor) read(c actor.Context, m *job.Read) {
 // never together with Cancel. The snapshot is the record's: status and claim are
 // what the job actor committed (StopRequested), and a live read claims nothing. A
 // read whose ctx already ended reads nothing (a stream's delta stays).
-func (r *registryActor) readLive(rec *record, m *job.Read) {
+func (r *registryActor) readLive(rec *record, m *job.Read, own bool) {
 	if m.Ctx != nil && m.Ctx.Err() != nil {
-		m.Reply <- job.ReadResult{Err: job.Aborted(m.Ctx)}
+		answerRead(m, own, job.ReadResult{Err: job.Aborted(m.Ctx)})
 		return
 	}
 	var text string
 	if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
-		m.Reply <- job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}}
+		answerRead(m, own, job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}})
 		return
 	}
-	m.Reply <- job.ReadResult{Text: job.ValidText(text), Snapshot: rec.snapshot()}
+	answerRead(m, own, job.ReadResult{Text: job.ValidText(text), Snapshot: rec.snapshot()})
+}
+
+// answerRead sends m its one answer, freed when own (read): the send is the
+// registry's last touch of m and of its Reply.
+func answerRead(m *job.Read, own bool, res job.ReadResult) {
+	res.Free = own
+	m.Reply <- res
 }
 
 // liveFinalOutput is the live record's readOutput of a final-output kind: its

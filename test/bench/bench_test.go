@@ -189,8 +189,8 @@ func BenchmarkLifecycleOwnedHistory100k(b *testing.B) {
 	r.lifecycle(b, alice)
 }
 
-// read measures Read of a live stream job owned by alice (registry → job actor →
-// ReadOutput → reply).
+// read measures Read of a live stream job owned by alice (Client → registry, which
+// calls ReadOutput and replies: one hop).
 func (r *rig) read(b *testing.B, alice *owner.Agent) {
 	b.Helper()
 	b.ReportAllocs()

@@ -252,6 +252,7 @@ func (s *System) StartContinuations(store session.Store, runtime *subagent.Runti
 		NewAgent: func(session string, o owner.Options) (*owner.Agent, error) {
 			return s.NewAgent(nil, session, o)
 		},
+		Dispatcher: s.dispatcher,
 	}, store, runtime, runner, surface, opts...)
 	if err == nil && s.member != nil {
 		s.member.Bind(m)

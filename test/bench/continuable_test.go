@@ -271,10 +271,11 @@ func buildSession(b *testing.B, s session.Store, id string, turns int) {
 }
 
 // coldRestore measures a Followup to a settled child (no Activation) until its turn
-// starts: the directory reads the session's head, authorizes, resumes it
-// (Store.Resume: a new epoch, and the header, descriptor, provider state and open
-// messages — not the log), spawns the Activation, which accepts and starts the
-// message — every write a synced bbolt commit. The no-op runner never reads the
+// starts: the directory reads the session's head, authorizes, resumes it and
+// accepts the message in one synced bbolt commit (Store.ResumeAccept: a new epoch,
+// the message journaled, and the header, descriptor, provider state and open
+// messages read — not the log), spawns the Activation, which answers the followup
+// and then starts the turn (its turn start a second synced commit). The no-op runner never reads the
 // history (Turn.History.Messages), so nothing of the log is read. next returns the child for the next
 // op; it and the wait for the previous Activation's disposal run with the timer
 // stopped.

@@ -252,11 +252,26 @@ func (s *System) StartContinuations(store session.Store, runtime *subagent.Runti
 		NewAgent: func(session string, o owner.Options) (*owner.Agent, error) {
 			return s.NewAgent(nil, session, o)
 		},
+		Dispatcher: s.continuationDispatcher(),
 	}, store, runtime, runner, surface, opts...)
 	if err == nil && s.member != nil {
 		s.member.Bind(m)
 	}
 	return m, err
+}
+
+// continuationDispatcher is the dispatcher of the continuation manager's
+// directory and Activations: the System's own pool (warm worker stacks for their
+// store calls; a run that waits on a commit or on the registry is what the pool's
+// escape workers are for), or nil — protoactor's goroutine per run — when a test
+// set Config.Dispatcher: their runs wait on the registry's replies
+// (RegisteredAgent, RegisterAgent), which a one-worker seeded schedule would never
+// run.
+func (s *System) continuationDispatcher() actor.Dispatcher {
+	if s.dispatcher != actor.Dispatcher(s.pool) {
+		return nil
+	}
+	return s.pool
 }
 
 // StartController starts the job-controller actor (the human surface: job.kill,

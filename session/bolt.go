@@ -334,7 +334,21 @@ func (b *Bolt) Activate(ctx context.Context, id string) (Snapshot, error) {
 // descriptor, the latest provider state and the open messages: a handful of
 // reads plus one per open message, whatever the log's length.
 func (b *Bolt) Resume(ctx context.Context, id string) (Resumed, error) {
+	r, _, err := b.resume(id, nil)
+	return r, err
+}
+
+// ResumeAccept is Resume with m accepted at the new epoch, in the same
+// transaction (one synced commit).
+func (b *Bolt) ResumeAccept(ctx context.Context, id string, m InboxMessage) (Resumed, InboxMessage, error) {
+	return b.resume(id, &m)
+}
+
+// resume takes the next epoch, accepts m at it if m is not nil, and reads the
+// restore index, in one transaction.
+func (b *Bolt) resume(id string, m *InboxMessage) (Resumed, InboxMessage, error) {
 	var r Resumed
+	var out InboxMessage
 	err := b.write(func(tx *bolt.Tx) error {
 		sb, h, err := session(tx, id)
 		if err != nil {
@@ -349,10 +363,18 @@ func (b *Bolt) Resume(ctx context.Context, id string) (Resumed, error) {
 				return err
 			}
 		}
+		if m != nil {
+			if out, err = accept(sb, *m); err != nil {
+				return err
+			}
+		}
 		r, err = resumed(sb, h)
 		return err
 	})
-	return r, err
+	if err != nil {
+		return Resumed{}, InboxMessage{}, err
+	}
+	return r, out, nil
 }
 
 func resumed(sb *bolt.Bucket, h Header) (Resumed, error) {
@@ -480,21 +502,26 @@ func (b *Bolt) Accept(ctx context.Context, id string, epoch uint64, m InboxMessa
 		if h.Epoch != epoch {
 			return ErrStaleEpoch
 		}
-		ib := sb.Bucket(bucketInbox)
-		seq, err := ib.NextSequence()
-		if err != nil {
-			return err
-		}
-		m.Seq = seq
-		out = m
-		if ob := sb.Bucket(bucketOpen); ob != nil {
-			if err := ob.Put(openKey(m.ID, seq), []byte{inboxOpen}); err != nil {
-				return err
-			}
-		}
-		return putJSON(ib, seqKey(seq), m)
+		out, err = accept(sb, m)
+		return err
 	})
 	return out, err
+}
+
+// accept appends m to sb's inbox journal and marks it open in the restore index.
+func accept(sb *bolt.Bucket, m InboxMessage) (InboxMessage, error) {
+	ib := sb.Bucket(bucketInbox)
+	seq, err := ib.NextSequence()
+	if err != nil {
+		return InboxMessage{}, err
+	}
+	m.Seq = seq
+	if ob := sb.Bucket(bucketOpen); ob != nil {
+		if err := ob.Put(openKey(m.ID, seq), []byte{inboxOpen}); err != nil {
+			return InboxMessage{}, err
+		}
+	}
+	return m, putJSON(ib, seqKey(seq), m)
 }
 
 func (b *Bolt) Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error {

@@ -67,6 +67,20 @@ func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
 	return s.Resumed(), nil
 }
 
+// ResumeAccept is Resume and Accept under one lock.
+func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage) (Resumed, InboxMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.get(id)
+	if err != nil {
+		return Resumed{}, InboxMessage{}, err
+	}
+	s.Header.Epoch++
+	msg.Seq = uint64(len(s.Inbox) + 1)
+	s.Inbox = append(s.Inbox, msg)
+	return s.Resumed(), msg, nil
+}
+
 func (m *Memory) History(ctx context.Context, id string, upTo uint64) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -117,6 +117,12 @@ type Store interface {
 	// what the session's next turn needs (Resumed) — not its log — at a cost
 	// independent of the log's length. The model history is read with History.
 	Resume(ctx context.Context, id string) (Resumed, error)
+	// ResumeAccept is Resume and then Accept of m at the new epoch, in one
+	// transaction: either the session has the new epoch and m in its inbox
+	// (assigned Seq, the last of the returned Resumed's ToRun), or neither. An
+	// Activation restored cold by a followup takes its epoch and accepts that
+	// followup with it, one durable commit instead of two.
+	ResumeAccept(ctx context.Context, id string, m InboxMessage) (Resumed, InboxMessage, error)
 	// History reads the session's model history: its EntryMessage entries with seq
 	// <= upTo, in order.
 	History(ctx context.Context, id string, upTo uint64) ([]Entry, error)

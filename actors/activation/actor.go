@@ -42,7 +42,10 @@ type (
 		source     session.Source
 		ctx        context.Context
 		first      bool // the first prompt: the directory checked the parent
-		reply      func(acceptRes)
+		// pre: the followup that cold-restored this Activation, whose message
+		// (carry.pre) the directory checked and accepted with the epoch.
+		pre   bool
+		reply func(acceptRes)
 	}
 	acceptRes struct {
 		id  string
@@ -121,7 +124,12 @@ type carry struct {
 	final    []session.Block // the last turn's output
 	stop     string          // the last turn's stop reason
 	started  bool            // the first incarnation has started
-	quiet    chan struct{}   // closed when the last turn's goroutine has returned
+	// pre is the message of the followup that cold-restored this Activation,
+	// accepted with its first epoch (Store.ResumeAccept) and answered by the
+	// submit marked pre; nil once answered. A restarted incarnation's restore
+	// queues it from the store.
+	pre   *session.InboxMessage
+	quiet chan struct{} // closed when the last turn's goroutine has returned
 	// cancel cancels the last turn's context. The directory uses it (with quiet) when
 	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
 	cancel context.CancelCauseFunc
@@ -152,6 +160,10 @@ type activationActor struct {
 	cancel context.CancelCauseFunc // the running turn's cancel
 
 	retired error // non-nil once retiring: every request is answered with it
+	// held is carry.pre for the first incarnation, kept out of its restore until
+	// the submit marked pre has been answered (case 146: the caller hears of
+	// acceptance before the turn can start).
+	held *session.InboxMessage
 }
 
 func (a *activationActor) Receive(c actor.Context) {

@@ -14,10 +14,41 @@ import (
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
-// countingStore counts the model history reads (Store.History).
+// countingStore counts the model history reads (Store.History), the writes that
+// take an epoch or accept a message (Resume, Activate, Accept, ResumeAccept: one
+// commit each) and the turn starts appended.
 type countingStore struct {
 	*session.Memory
-	reads atomic.Int64
+	reads, epochOrAccept, turnStarts atomic.Int64
+}
+
+func (s *countingStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	s.epochOrAccept.Add(1)
+	return s.Memory.Resume(ctx, id)
+}
+
+func (s *countingStore) Activate(ctx context.Context, id string) (session.Snapshot, error) {
+	s.epochOrAccept.Add(1)
+	return s.Memory.Activate(ctx, id)
+}
+
+func (s *countingStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+	s.epochOrAccept.Add(1)
+	return s.Memory.ResumeAccept(ctx, id, m)
+}
+
+func (s *countingStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
+	s.epochOrAccept.Add(1)
+	return s.Memory.Accept(ctx, id, epoch, m)
+}
+
+func (s *countingStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
+	for _, e := range entries {
+		if e.Kind == session.EntryTurnStart {
+			s.turnStarts.Add(1)
+		}
+	}
+	return s.Memory.Append(ctx, id, epoch, entries...)
 }
 
 func (s *countingStore) History(ctx context.Context, id string, upTo uint64) ([]session.Entry, error) {
@@ -132,4 +163,27 @@ func TestColdResumeWithoutReadingTheHistory(t *testing.T) {
 		recv(t, notices)
 	}
 	require.Zero(t, store.reads.Load())
+}
+
+// A followup that restores a settled child cold takes the session's epoch and
+// accepts its message in one commit (Store.ResumeAccept) — not a Resume and an
+// Accept — and its turn start stays a write of its own (case 146).
+func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
+	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
+	store, followup, start, _, notices := historyRig(t, runner)
+	start()
+	recv(t, runner.lens)
+	recv(t, runner.turns)
+	recv(t, notices) // settled: the Activation is gone
+	writes, starts := store.epochOrAccept.Load(), store.turnStarts.Load()
+	followup("one")
+	require.Equal(t, 2, recv(t, runner.lens))
+	recv(t, runner.turns)
+	recv(t, notices)
+	require.Equal(t, int64(1), store.epochOrAccept.Load()-writes, "the cold restore's epoch and acceptance are one commit")
+	require.Equal(t, int64(1), store.turnStarts.Load()-starts, "the turn start is appended apart")
+	snap, err := store.Load(context.Background(), "c1")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), snap.Header.Epoch)
+	require.Equal(t, "one", snap.Inbox[len(snap.Inbox)-1].Content[0].Text)
 }

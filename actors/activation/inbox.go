@@ -40,6 +40,10 @@ func closingErr(id string) error {
 // caller is answered before any model request and before the Session log has the
 // message, case 146).
 func (a *activationActor) submit(c actor.Context, m *submit) {
+	if m.pre && a.c.pre != nil {
+		a.preAccepted(c, m)
+		return
+	}
 	if !m.first {
 		if m.parent == nil || !a.m.live(context.Background(), m.parent) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
@@ -70,15 +74,36 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 		return
 	}
 	fault.Yield(PointActivationAccept)
-	if !a.c.announce {
-		a.c.announce = true
-		if rt := a.m.deps.Runtime; rt != nil {
-			a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
-				ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
-		}
-	}
+	a.announce()
 	m.reply(acceptRes{id: msg.ID})
 	a.apply(c, a.core.Admit(msg, true))
+}
+
+// preAccepted answers the followup that cold-restored this Activation with its
+// message, which the directory accepted with the epoch (Store.ResumeAccept), and
+// then queues it. A restarted incarnation answers alone: its restore, from the
+// store, queued the message.
+func (a *activationActor) preAccepted(c actor.Context, m *submit) {
+	held, id := a.held, a.c.pre.ID
+	a.held, a.c.pre = nil, nil
+	fault.Yield(PointActivationAccept)
+	a.announce()
+	m.reply(acceptRes{id: id})
+	if held != nil {
+		a.apply(c, a.core.Admit(*held, true))
+	}
+}
+
+// announce emits the subagent/start event once per epoch, at its first acceptance.
+func (a *activationActor) announce() {
+	if a.c.announce {
+		return
+	}
+	a.c.announce = true
+	if rt := a.m.deps.Runtime; rt != nil {
+		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
+			ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
+	}
 }
 
 // accept makes a message durable in the inbox journal at this epoch.

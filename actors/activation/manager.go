@@ -90,7 +90,9 @@ type Deps struct {
 	Cwd    func(parent *owner.Agent) string
 	Logger *slog.Logger
 	Now    func() int64
-	// Dispatcher, if set, runs the activations' mailboxes (seeded schedules).
+	// Dispatcher, if set, runs the directory's and the Activations' mailboxes (the
+	// system's pool, or a seeded schedule); nil: protoactor's default, a fresh
+	// goroutine per mailbox run.
 	Dispatcher actor.Dispatcher
 	// Inspector, if set, receives the lifecycle events of the directory and its
 	// Activations (Host.Inspector; Start sets it).
@@ -126,6 +128,9 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{}, byPID: map[string]*entry{},
 		kids: map[string]map[string]*entry{}, below: map[string]belowDrain{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
+	if deps.Dispatcher != nil {
+		props = props.Configure(actor.WithDispatcher(deps.Dispatcher))
+	}
 	pid, err := system.Root.SpawnNamed(props, "directory")
 	if err != nil {
 		return nil, err

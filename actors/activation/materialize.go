@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -144,6 +145,39 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	fault.Yield(PointDirectoryMaterialize)
+	return d.spawnActivation(c, id, parent, label, res.Header, &res, nil)
+}
+
+// materializeCold resumes the session of a settled child that a followup
+// restores and accepts the followup's message (msg) with the new epoch, in one
+// commit (Store.ResumeAccept), then spawns its Activation, which answers the
+// followup with the message (submit.pre) before it can run it. If no Activation
+// could be spawned, the message is discarded: its caller is answered an error.
+func (d *directoryActor) materializeCold(c actor.Context, id string, parent *owner.Agent, label string,
+	msg session.InboxMessage) (*entry, error) {
+	ctx := context.Background()
+	res, acc, err := d.m.deps.Store.ResumeAccept(ctx, id, msg)
+	if err != nil {
+		return nil, err
+	}
+	fault.Yield(PointDirectoryMaterialize)
+	res.ToRun = slices.DeleteFunc(res.ToRun, func(m session.InboxMessage) bool { return m.ID == acc.ID })
+	e, err := d.spawnActivation(c, id, parent, label, res.Header, &res, &acc)
+	if err != nil {
+		if derr := d.m.deps.Store.Append(ctx, id, res.Header.Epoch,
+			session.Entry{Kind: session.EntryDiscarded, InboxID: acc.ID}); derr != nil {
+			d.m.logger.Warn(fmt.Sprintf("subagent: %s: discarding a message no activation accepted failed: %s", id, derr.Error()))
+		}
+		return nil, err
+	}
+	return e, nil
+}
+
+// spawnActivation spawns an Activation of session id (header h) whose first
+// incarnation starts from res; pre, if not nil, is a message accepted with res's
+// epoch and left out of its ToRun, for the submit marked pre to answer and queue.
+func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *owner.Agent, label string,
+	h session.Header, res *session.Resumed, pre *session.InboxMessage) (*entry, error) {
 	// Each Activation gets a name of its own: the previous one of the same session
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
@@ -166,11 +200,12 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		cur = d.acts[pid].parent.PID().Id
 		ancestry = append(ancestry, cur)
 	}
-	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry)}
-	first := &res // the first incarnation's; the producer lets go of it
+	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre}
+	first, held := res, pre // the first incarnation's; the producer lets go of them
 	props := actor.PropsFromProducer(func() actor.Actor {
 		a := &activationActor{m: d.m, c: cr, core: NewCore()}
-		a.res, first = first, nil // a restart re-creates the actor, which resumes from the store
+		// A restart re-creates the actor, which resumes from the store.
+		a.res, a.held, first, held = first, held, nil, nil
 		return a
 	})
 	if d.m.deps.Dispatcher != nil {
@@ -183,8 +218,8 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	d.activationSpawned(c, pid, id)
-	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: res.Header.ParentSession,
-		parentKind: res.Header.ParentKind, depth: res.Header.DelegationDepth, cwd: res.Header.Cwd, label: label}
+	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: h.ParentSession,
+		parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd, label: label}
 	d.index(e)
 	return e, nil
 }

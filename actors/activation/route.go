@@ -103,13 +103,17 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			"subagent parent %q is being disposed; the child was not established", a.Session())}
 		return
 	}
-	e, err := d.materialize(c, m.id, m.parent, desc.Label)
+	// The epoch and the message in one commit (Store.ResumeAccept); the submit
+	// that follows answers with it.
+	msg := session.InboxMessage{ID: newMessageID(), Content: m.content, Source: m.source, AcceptedAt: d.m.now()}
+	e, err := d.materializeCold(c, m.id, m.parent, desc.Label, msg)
 	if err != nil {
 		m.reply <- acceptRes{err: err}
 		return
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx})
+	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source,
+		ctx: m.ctx, pre: true})
 }
 
 // redispatch runs again the operations that waited on e's lock.

@@ -47,6 +47,10 @@ type Host struct {
 	// NewAgent spawns the owner actor of a new incarnation of session under the
 	// global scope, with opts (troupe.System.NewAgent); it does not register it.
 	NewAgent func(session string, opts owner.Options) (*owner.Agent, error)
+	// Dispatcher, if set, runs the directory's and the Activations' mailboxes
+	// (Deps.Dispatcher): the system's own, so that their runs, which read and write
+	// the store, start on warm worker stacks and not on a fresh goroutine each.
+	Dispatcher actor.Dispatcher
 }
 
 // Start makes the continuation manager of the system h describes: children's
@@ -59,12 +63,13 @@ type Host struct {
 func Start(h Host, store session.Store, runtime *subagent.Runtime, runner subagent.TurnRunner,
 	surface func(childID string) owner.Surface, opts ...Option) (*Manager, error) {
 	deps := Deps{
-		Store:     store,
-		Runtime:   runtime,
-		Runner:    runner,
-		Jobs:      h.Jobs,
-		Inspector: h.Inspector,
-		Now:       func() int64 { return time.Now().UnixMilli() },
+		Store:      store,
+		Runtime:    runtime,
+		Runner:     runner,
+		Jobs:       h.Jobs,
+		Inspector:  h.Inspector,
+		Dispatcher: h.Dispatcher,
+		Now:        func() int64 { return time.Now().UnixMilli() },
 		NewAgent: func(id string, inbox owner.Surface) (*owner.Agent, error) {
 			opts := owner.Options{Surface: inbox}
 			if surface != nil {

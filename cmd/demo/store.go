@@ -76,6 +76,19 @@ func (s *narratedStore) Resume(ctx context.Context, id string) (session.Resumed,
 	return r, nil
 }
 
+// ResumeAccept is how a followup's cold restore takes the epoch and accepts the
+// followup in one commit: narrated as Resume (the journaled messages to run first
+// are those before the followup's). It runs on the directory, not inside an
+// Activation, so an armed crash waits for the next Accept.
+func (s *narratedStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+	r, out, err := s.Bolt.ResumeAccept(ctx, id, m)
+	if err != nil {
+		return r, out, err
+	}
+	s.activated(id, r.Header.Epoch, r.Messages, len(r.ToRun)-1)
+	return r, out, nil
+}
+
 func (s *narratedStore) activated(id string, epoch uint64, history, toRun int) {
 	s.mu.Lock()
 	restart := s.mu.crashed[id]
@@ -94,6 +107,12 @@ func (s *narratedStore) activated(id string, epoch uint64, history, toRun int) {
 }
 
 func (s *narratedStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
+	s.crashIfArmed(id, epoch, m)
+	return s.Bolt.Accept(ctx, id, epoch, m)
+}
+
+// crashIfArmed panics (once) if a crash is armed for child id, journaling m.
+func (s *narratedStore) crashIfArmed(id string, epoch uint64, m session.InboxMessage) {
 	s.mu.Lock()
 	how, armed := s.mu.armed[id]
 	if armed {
@@ -105,7 +124,6 @@ func (s *narratedStore) Accept(ctx context.Context, id string, epoch uint64, m s
 		s.st.emit(Event{Kind: KindCrash, Who: id, Child: id, Epoch: epoch, Text: blocksText(m.Content), Detail: how})
 		panic("demo: injected crash while journaling a message of " + id)
 	}
-	return s.Bolt.Accept(ctx, id, epoch, m)
 }
 
 func (s *narratedStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {

@@ -384,8 +384,30 @@ func (s *Store) Activate(ctx context.Context, id string) (session.Snapshot, erro
 // descriptor, the latest provider state (one row each, by index) and the open
 // inbox messages (troupe_inbox_open): a cost independent of the log's length.
 func (s *Store) Resume(ctx context.Context, id string) (session.Resumed, error) {
+	r, _, err := s.resume(ctx, id, nil)
+	return r, err
+}
+
+// ResumeAccept is Resume with m accepted at the new epoch: the epoch's update,
+// the message's insert and the reads are one batch, which PostgreSQL runs as one
+// implicit transaction (one commit).
+func (s *Store) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+	return s.resume(ctx, id, &m)
+}
+
+const sqlResumeAccept = `WITH s AS (
+    UPDATE troupe_sessions SET inbox_seq = inbox_seq + 1
+    WHERE id = $1
+    RETURNING inbox_seq
+), m AS (
+    INSERT INTO troupe_inbox (session_id, seq, message, msg_id)
+    SELECT $1, s.inbox_seq, $2::json, $3 FROM s
+)
+SELECT inbox_seq FROM s`
+
+func (s *Store) resume(ctx context.Context, id string, m *session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
 	if err := storable("session id", id); err != nil {
-		return session.Resumed{}, err
+		return session.Resumed{}, session.InboxMessage{}, err
 	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE troupe_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING `+headerCols+`, log_seq, messages, (
@@ -393,19 +415,45 @@ func (s *Store) Resume(ctx context.Context, id string) (session.Resumed, error) 
             WHERE l.session_id = $1 AND l.kind = 'subagent/descriptor' AND l.seq > seed_length
             ORDER BY l.seq LIMIT 1), (
             SELECT l.entry FROM troupe_log l WHERE l.session_id = $1 AND l.seq = state_seq AND state_seq > 0)`, id)
+	var out session.InboxMessage
+	if m != nil {
+		out = *m
+		out.Seq = 0
+		data, err := json.Marshal(out)
+		if err != nil {
+			return session.Resumed{}, session.InboxMessage{}, err
+		}
+		msgID := out.ID // as Accept: an id text cannot hold stays out of the index column
+		if storable("inbox id", msgID) != nil {
+			msgID = ""
+		}
+		b.Queue(sqlResumeAccept, id, string(data), msgID)
+	}
 	b.Queue(`SELECT seq, message, status FROM troupe_inbox WHERE session_id = $1 AND status < 2 ORDER BY seq`, id)
 	br := s.pool.SendBatch(ctx, b)
-	r, err := readResumed(br)
+	r, err := readResumed(br, func() error {
+		if m == nil {
+			return nil
+		}
+		var seq int64
+		if err := br.QueryRow().Scan(&seq); err != nil {
+			return err
+		}
+		out.Seq = uint64(seq)
+		return nil
+	})
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return session.Resumed{}, err
+		return session.Resumed{}, session.InboxMessage{}, err
 	}
-	return r, nil
+	return r, out, nil
 }
 
-func readResumed(br pgx.BatchResults) (session.Resumed, error) {
+// readResumed reads Resume's batch: the header's row, then (between) whatever
+// mid reads, then the open inbox.
+func readResumed(br pgx.BatchResults, mid func() error) (session.Resumed, error) {
 	var logSeq, msgs int64
 	var desc, state []byte
 	h, err := scanHeader(br.QueryRow(), &logSeq, &msgs, &desc, &state)
@@ -413,6 +461,9 @@ func readResumed(br pgx.BatchResults) (session.Resumed, error) {
 		err = session.ErrNotFound
 	}
 	if err != nil {
+		return session.Resumed{}, err
+	}
+	if err := mid(); err != nil {
 		return session.Resumed{}, err
 	}
 	r := session.Resumed{Header: h, LogSeq: uint64(logSeq), Messages: int(msgs)}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -52,6 +53,8 @@ var checks = []struct {
 	{"ResumeAgreesWithLoad", resumeAgreesWithLoad},
 	{"ResumeTakesAnEpoch", resumeTakesAnEpoch},
 	{"HistoryStopsAtUpTo", historyStopsAtUpTo},
+	{"ResumeAcceptTakesAnEpochAndAccepts", resumeAcceptTakesAnEpochAndAccepts},
+	{"ConcurrentResumeAcceptsAreAtomic", concurrentResumeAcceptsAreAtomic},
 }
 
 var ctx = context.Background()
@@ -526,4 +529,87 @@ func historyStopsAtUpTo(t *testing.T, s session.Store) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), r.LogSeq)
 	require.Equal(t, 3, r.Messages)
+}
+
+// ResumeAccept takes the next epoch and accepts the message at it: the message is
+// the last of the returned open inbox and is stored with the returned Seq, a write
+// at the previous epoch is refused, and the next restore has it to run. An
+// unknown session is ErrNotFound and nothing is stored.
+func resumeAcceptTakesAnEpochAndAccepts(t *testing.T, s session.Store) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	first, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "m0"})
+	require.NoError(t, err)
+	r, msg, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1", Content: []session.Block{{Type: "text", Text: "hi"}}})
+	require.NoError(t, err)
+	require.Equal(t, first.Header.Epoch+1, r.Header.Epoch)
+	require.Equal(t, "m1", msg.ID)
+	require.Equal(t, []string{"m0", "m1"}, idsOf(r.ToRun))
+	require.Equal(t, msg.Seq, r.ToRun[1].Seq)
+	require.Greater(t, msg.Seq, r.ToRun[0].Seq)
+	require.Equal(t, "hi", r.ToRun[1].Content[0].Text)
+
+	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "stale"})
+	require.ErrorIs(t, err, session.ErrStaleEpoch, "the previous epoch is fenced by ResumeAccept")
+	require.ErrorIs(t, s.Append(ctx, "c1", first.Header.Epoch, session.Entry{Kind: session.EntryTurnStart, InboxID: "m1"}),
+		session.ErrStaleEpoch)
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, r.Header.Epoch, snap.Header.Epoch)
+	require.Equal(t, []string{"m0", "m1"}, idsOf(snap.Inbox))
+	require.Equal(t, msg.Seq, snap.Inbox[1].Seq)
+	require.Equal(t, snap.Resumed(), r, "ResumeAccept's answer is the snapshot's Resumed at its epoch")
+
+	// A crash right after the commit: the next restore runs the message.
+	next, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"m0", "m1"}, idsOf(next.ToRun))
+	_, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "fenced"})
+	require.NoError(t, err)
+	_, err = s.Accept(ctx, "c1", next.Header.Epoch, session.InboxMessage{ID: "late"})
+	require.ErrorIs(t, err, session.ErrStaleEpoch)
+
+	_, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"})
+	require.ErrorIs(t, err, session.ErrNotFound)
+	ids, err := s.IDs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, ids)
+}
+
+// ResumeAccepts race: each takes an epoch of its own, and the open inbox each
+// returns holds exactly the messages accepted with the epochs up to its own —
+// its own last. A store that took the epoch and accepted in two transactions
+// would let another call's epoch or message fall in between.
+func concurrentResumeAcceptsAreAtomic(t *testing.T, s session.Store) {
+	const n = 12
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	type result struct {
+		r   session.Resumed
+		msg session.InboxMessage
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			id := "x" + string(rune('a'+i))
+			results[i].r, results[i].msg, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: id})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	slices.SortFunc(results, func(a, b result) int { return int(a.r.Header.Epoch) - int(b.r.Header.Epoch) })
+	var want []string
+	for i, res := range results {
+		require.Equal(t, uint64(i+1), res.r.Header.Epoch, "epochs are distinct")
+		want = append(want, res.msg.ID)
+		require.Equal(t, want, idsOf(res.r.ToRun), "epoch %d's open inbox", res.r.Header.Epoch)
+		require.Equal(t, res.msg.Seq, res.r.ToRun[len(res.r.ToRun)-1].Seq)
+	}
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, want, idsOf(snap.Inbox), "the inbox is in epoch order")
 }

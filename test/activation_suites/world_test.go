@@ -407,6 +407,23 @@ func (s *recStore) Resume(ctx context.Context, id string) (session.Resumed, erro
 	return r, err
 }
 
+// ResumeAccept is how the directory takes the epoch of a cold restore and accepts
+// its followup, in one commit: recorded as Resume is. It is not faulted: it runs
+// on the directory, which the suites do not crash (the Activation's own accepts,
+// turn starts and ends are).
+func (s *recStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+	call := s.w.tick()
+	r, out, err := s.Store.ResumeAccept(ctx, id, m)
+	ret := s.w.tick()
+	if err == nil {
+		s.mu.Lock()
+		s.last[id] = r.Header.Epoch
+		s.mu.Unlock()
+		s.w.record(opRec{session: id, kind: opAcquire, epoch: r.Header.Epoch, call: call, ret: ret})
+	}
+	return r, out, err
+}
+
 func (s *recStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
 	f := s.getFault()
 	if f != nil {

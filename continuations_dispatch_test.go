@@ -1,0 +1,84 @@
+package troupe_test
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/actors/activation"
+	"github.com/troupe-rt/troupe/session"
+	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// poolStore records, for each write the continuation layer makes, whether it ran
+// on a worker of the System's PoolDispatcher (its goroutine's stack has the
+// worker's loop).
+type poolStore struct {
+	*session.Memory
+	mu    sync.Mutex
+	calls map[string]bool // call -> every one ran on a pool worker
+}
+
+func (s *poolStore) note(call string) {
+	buf := make([]byte, 64<<10)
+	onPool := strings.Contains(string(buf[:runtime.Stack(buf, false)]), "troupe.(*PoolDispatcher).work")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.calls[call]; ok {
+		onPool = onPool && prev
+	}
+	s.calls[call] = onPool
+}
+
+func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+	s.note("ResumeAccept")
+	return s.Memory.ResumeAccept(ctx, id, m)
+}
+
+func (s *poolStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
+	s.note("Append")
+	return s.Memory.Append(ctx, id, epoch, entries...)
+}
+
+type startedRunner chan struct{}
+
+func (r startedRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagent.TurnResult, error) {
+	r <- struct{}{}
+	return subagent.TurnResult{}, nil
+}
+
+// A cold followup's store calls run on the System's pool, in the directory
+// (ResumeAccept) and in the Activation (the turn start's Append): neither actor
+// runs on a fresh goroutine per mailbox run, whose stack grows for every store call.
+func TestContinuationsRunOnTheSystemPool(t *testing.T) {
+	sys, _ := troupetest.Served(t)
+	store := &poolStore{Memory: session.NewMemory(), calls: map[string]bool{}}
+	runner := make(startedRunner, 4)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	m, err := sys.StartContinuations(store, rt, runner, nil)
+	require.NoError(t, err)
+	parent := troupetest.Agent(t, sys, "P")
+
+	desc, err := json.Marshal(activation.Descriptor{Version: activation.DescriptorVersion, Mode: "continuable",
+		Provider: "spawn", Label: "pool"})
+	require.NoError(t, err)
+	require.NoError(t, store.Create(t.Context(), session.Header{ID: "c", ParentSession: "P", Origin: "subagent",
+		DelegationDepth: 1}, []session.Entry{{Kind: session.EntryDescriptor, Descriptor: desc}}))
+	_, err = m.Followup(t.Context(), parent, "c", "x",
+		session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
+	require.NoError(t, err)
+	<-runner // the turn started: its start was appended first
+
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	require.Equal(t, map[string]bool{"ResumeAccept": true, "Append": true}, store.calls)
+}

@@ -249,7 +249,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case job.Routable:
 		r.forwarded(c, m)
 	case *job.StopRequested:
-		r.stopRequested(m)
+		r.stopRequested(c, m)
 	case *job.Settled:
 		r.settled(c, m)
 	case *attachReq:

@@ -33,6 +33,8 @@ type Shared struct {
 	// AfterFunc arms a timer that calls f once after d, returning its stop function
 	// (time.AfterFunc's Stop). nil means time.AfterFunc; tests inject a fake clock.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Runners runs the producers' Cancel calls (nil: a goroutine per call).
+	Runners *Runners
 }
 
 // Spawner spawns job actors from one shared Props: per-job Props and a per-job
@@ -433,8 +435,8 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 	}
 }
 
-// startCancel runs the producer's Cancel on a goroutine troupe owns (recovering a
-// panic) and holds the hooked messages until its result comes back as cancelDone.
+// startCancel runs the producer's Cancel on a goroutine troupe owns (a runner of
+// Shared.Runners, recovering a panic) and holds the hooked messages until its result comes back as cancelDone.
 // A Cancel that blocks holds up nobody but this job: the job's waits, the registry,
 // every other job and the caller's ctx go on.
 func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
@@ -446,7 +448,7 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 		return
 	}
 	root, self := c.ActorSystem().Root, c.Self()
-	go func() {
+	a.cfg.Runners.Go(func() {
 		err := protect(func() error { return cancel(reason) })
 		fault.Yield("job.cancel.after-hook") // a producer may settle inside Cancel
 		if err == nil {
@@ -454,7 +456,7 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 			return
 		}
 		root.Send(self, &cancelDone{err: err})
-	}()
+	})
 }
 
 // cancelReturned applies a Cancel's result to the request that made it (SPEC §2.7
@@ -575,7 +577,7 @@ func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
 		// Best effort against orphaned work: a producer never asked to stop is asked
 		// once now; the record is already settled, so its answer changes nothing.
 		cancel, reason := a.cfg.Hooks.Cancel, m.Reason
-		go func() { _ = protect(func() error { return cancel(reason) }) }()
+		a.cfg.Runners.Go(func() { _ = protect(func() error { return cancel(reason) }) })
 	}
 }
 

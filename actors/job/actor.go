@@ -436,7 +436,8 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 }
 
 // startCancel runs the producer's Cancel on a goroutine troupe owns (a runner of
-// Shared.Runners, recovering a panic) and holds the hooked messages until its result comes back as cancelDone.
+// Shared.Runners, recovering a panic) and holds the hooked messages until its
+// result comes back as cancelDone.
 // A Cancel that blocks holds up nobody but this job: the job's waits, the registry,
 // every other job and the caller's ctx go on.
 func (a *jobActor) startCancel(c actor.Context, reason string, req any) {

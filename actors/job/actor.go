@@ -33,6 +33,8 @@ type Shared struct {
 	// AfterFunc arms a timer that calls f once after d, returning its stop function
 	// (time.AfterFunc's Stop). nil means time.AfterFunc; tests inject a fake clock.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Runners runs the producers' Cancel calls (nil: a goroutine per call).
+	Runners *Runners
 }
 
 // Spawner spawns job actors from one shared Props: per-job Props and a per-job
@@ -89,7 +91,8 @@ type jobActor struct {
 // jobMore is the part of a job actor that only waits, kills and teardowns use.
 type jobMore struct {
 	waits     map[uint64]*Wait
-	cancel    *cancelling // the producer's Cancel in flight, nil when none
+	cancel    cancelling  // the producer's Cancel in flight, when cancelOn
+	cancelOn  bool        // a Cancel is in flight
 	stopTimer func() bool // the armed SettleTimeout timer's stop, nil when none
 }
 
@@ -106,10 +109,20 @@ func (a *jobActor) handedOff() bool { return !a.core.Live() }
 
 // cancelling returns the producer's Cancel in flight, nil when none.
 func (a *jobActor) cancelling() *cancelling {
-	if a.more == nil {
+	if a.more == nil || !a.more.cancelOn {
 		return nil
 	}
-	return a.more.cancel
+	return &a.more.cancel
+}
+
+// endCancel marks the Cancel in flight as over and returns its request and the
+// messages held behind it (the slot is reused by the next Cancel).
+func (a *jobActor) endCancel() (req any, held []any) {
+	cn := &a.more.cancel
+	req, held = cn.req, cn.deferred
+	*cn = cancelling{}
+	a.more.cancelOn = false
+	return req, held
 }
 
 // stopTimer returns the armed SettleTimeout timer's stop, nil when none.
@@ -144,6 +157,10 @@ type doneMsg struct {
 
 // cancelDone is a Cancel call's result, sent by the goroutine that ran it.
 type cancelDone struct{ err error }
+
+// cancelOK is the result of every Cancel that returned nil: one shared, immutable
+// message, so a successful Cancel allocates no result.
+var cancelOK = &cancelDone{}
 
 // settleTimedOut is the SettleTimeout timer firing.
 type settleTimedOut struct{}
@@ -300,7 +317,20 @@ func (a *jobActor) endWait(w *Wait) {
 // ended first (SPEC §1.3 rule 11), then — with the teardown's claim if teardown —
 // the decision is handed to the registry.
 func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
+	a.settleWith(c, o, teardown, nil)
+}
+
+// settleWith is settle, whose Settled rides with stop when stop is not nil: the
+// kill that landed in this same step, committed by the registry first (SPEC §2.7's
+// stopping, announced), then the settlement, then the kill's reply. stop is sent
+// even if the job had already settled (then without a Settled); a stop's non-nil
+// Settled is the slot the settlement is written to.
+func (a *jobActor) settleWith(c actor.Context, o Outcome, teardown bool, stop *StopRequested) {
 	if !a.core.Live() {
+		if stop != nil {
+			stop.Settled = nil
+			c.Send(a.cfg.Registry, stop)
+		}
 		return
 	}
 	fault.Yield("job.settle.before-decide")
@@ -321,7 +351,17 @@ func (a *jobActor) settle(c actor.Context, o Outcome, teardown bool) {
 		}
 	}
 	now := max(a.cfg.Now(), a.cfg.StartedAt)
-	c.Send(a.cfg.Registry, &Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput})
+	slot := stop.slot() // the stop's own when it has one (stopSettled: one allocation)
+	if slot == nil {
+		slot = new(Settled)
+	}
+	*slot = Settled{ID: a.cfg.ID, Decision: d, FinishedAt: now, Waiters: replies, ReadOutput: a.cfg.Hooks.ReadOutput}
+	if stop == nil {
+		c.Send(a.cfg.Registry, slot)
+	} else {
+		stop.Settled = slot
+		c.Send(a.cfg.Registry, stop)
+	}
 	fault.Yield("job.settle.after-decide")
 }
 
@@ -341,16 +381,22 @@ func (a *jobActor) snapshot() *messages.JobSnapshot {
 	return a.cfg.Snapshot(a.core.Status(), nil, nil, a.core.Reported())
 }
 
+// outcome settles the job with the producer's outcome m (first wins). A non-nil
+// stop is a landed kill's StopRequested that the settlement rides with (settleWith).
+func (a *jobActor) outcome(c actor.Context, m *doneMsg, stop *StopRequested) {
+	o, violation := CheckOutcome(m.o, m.ok)
+	if violation != "" && a.core.Live() {
+		a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
+	}
+	a.settleWith(c, o, false, stop)
+}
+
 // hooked handles the messages that call a producer hook (or, for an outcome, must
 // not overtake one): never while a Cancel is in flight (Receive holds them).
 func (a *jobActor) hooked(c actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *doneMsg:
-		o, violation := CheckOutcome(m.o, m.ok)
-		if violation != "" && a.core.Live() {
-			a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer done promise rejected (producer contract violation): %s", a.cfg.ID, violation))
-		}
-		a.settle(c, o, false)
+		a.outcome(c, m, nil)
 	case *Read:
 		if a.handedOff() {
 			c.Send(a.cfg.Registry, m)
@@ -389,35 +435,40 @@ func (a *jobActor) hooked(c actor.Context, msg any) {
 	}
 }
 
-// startCancel runs the producer's Cancel on a goroutine troupe owns (recovering a
-// panic) and holds the hooked messages until its result comes back as cancelDone.
+// startCancel runs the producer's Cancel on a goroutine troupe owns (a runner of
+// Shared.Runners, recovering a panic) and holds the hooked messages until its
+// result comes back as cancelDone.
 // A Cancel that blocks holds up nobody but this job: the job's waits, the registry,
 // every other job and the caller's ctx go on.
 func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
-	a.extra().cancel = &cancelling{req: req}
+	more := a.extra()
+	more.cancel, more.cancelOn = cancelling{req: req}, true
 	cancel := a.cfg.Hooks.Cancel
 	if cancel == nil {
 		a.cancelReturned(c, nil)
 		return
 	}
 	root, self := c.ActorSystem().Root, c.Self()
-	go func() {
+	a.cfg.Runners.Go(func() {
 		err := protect(func() error { return cancel(reason) })
 		fault.Yield("job.cancel.after-hook") // a producer may settle inside Cancel
+		if err == nil {
+			root.Send(self, cancelOK)
+			return
+		}
 		root.Send(self, &cancelDone{err: err})
-	}()
+	})
 }
 
 // cancelReturned applies a Cancel's result to the request that made it (SPEC §2.7
 // for a kill, §2.11's cancel-for-teardown for a teardown), then handles what was
 // held meanwhile, in arrival order, until the next Cancel starts.
 func (a *jobActor) cancelReturned(c actor.Context, err error) {
-	cn := a.cancelling()
-	if cn == nil {
+	if a.cancelling() == nil {
 		return
 	}
-	a.more.cancel = nil
-	switch m := cn.req.(type) {
+	req, held := a.endCancel()
+	switch m := req.(type) {
 	case *Kill:
 		switch {
 		case a.handedOff():
@@ -426,6 +477,16 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
 		default:
 			a.core.KillLanded(!m.NoClaim, m.Reason)
+			if d, ok := heldOutcome(held); ok {
+				// The outcome is next in line (Cancel itself settled, or the producer
+				// did meanwhile): it is handled now as it would be next, and its
+				// settlement rides with the stop — one registry step, no SettleTimeout.
+				held = held[1:]
+				both := &stopSettled{stop: StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m}}
+				both.stop.Settled = &both.settled
+				a.outcome(c, d, &both.stop)
+				break
+			}
 			a.armSettleTimer(c)
 			c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m})
 		}
@@ -446,7 +507,31 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 			c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
 		}
 	}
-	a.drainDeferred(c, cn.deferred)
+	a.drainDeferred(c, held)
+}
+
+// stopSettled is a landed kill's StopRequested and the Settled riding with it, in
+// one allocation.
+type stopSettled struct {
+	stop    StopRequested
+	settled Settled
+}
+
+// slot returns the Settled that rides with s, nil when none (or s is nil).
+func (s *StopRequested) slot() *Settled {
+	if s == nil {
+		return nil
+	}
+	return s.Settled
+}
+
+// heldOutcome returns the producer outcome at the head of the held messages, if one is.
+func heldOutcome(held []any) (*doneMsg, bool) {
+	if len(held) == 0 {
+		return nil, false
+	}
+	d, ok := held[0].(*doneMsg)
+	return d, ok
 }
 
 // drainDeferred handles held messages until one starts a Cancel, which holds the rest.
@@ -493,7 +578,7 @@ func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
 		// Best effort against orphaned work: a producer never asked to stop is asked
 		// once now; the record is already settled, so its answer changes nothing.
 		cancel, reason := a.cfg.Hooks.Cancel, m.Reason
-		go func() { _ = protect(func() error { return cancel(reason) }) }()
+		a.cfg.Runners.Go(func() { _ = protect(func() error { return cancel(reason) }) })
 	}
 }
 
@@ -501,15 +586,14 @@ func (a *jobActor) forceFail(c actor.Context, m *ForceFail) {
 // flight — which may never return — as for a settled job (a kill: already-finished),
 // and hands on everything held.
 func (a *jobActor) releaseCancel(c actor.Context) {
-	cn := a.cancelling()
-	if cn == nil || !a.handedOff() {
+	if a.cancelling() == nil || !a.handedOff() {
 		return
 	}
-	a.more.cancel = nil
-	if k, ok := cn.req.(*Kill); ok {
+	req, held := a.endCancel()
+	if k, ok := req.(*Kill); ok {
 		c.Send(a.cfg.Registry, k)
 	}
-	a.drainDeferred(c, cn.deferred)
+	a.drainDeferred(c, held)
 }
 
 // ctxErr is the coded error of a request whose caller's ctx has ended (nil ctx: never).

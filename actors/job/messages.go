@@ -86,11 +86,15 @@ type Teardown struct {
 // Messages a job actor sends to the registry.
 
 // StopRequested says a cancel landed: the job is stopping. If Kill is set, the registry
-// answers it after committing the change.
+// answers it after committing the change. If Settled is set, the job actor settled
+// the job in the same step (the outcome was held behind the Cancel, as when Cancel
+// itself settles): the registry commits the settlement right after the stop — one
+// message, one registry step — and answers Kill last, with the stopping snapshot.
 type StopRequested struct {
 	ID       string
 	Reported bool
 	Kill     *Kill
+	Settled  *Settled
 }
 
 // Settled hands a settled job to the registry, which commits the record, releases

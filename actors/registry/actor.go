@@ -149,7 +149,8 @@ type Config struct {
 type registryActor struct {
 	cfg     Config
 	spawner *job.Spawner
-	shared  *job.Shared // what every job actor of this registry shares
+	shared  *job.Shared  // what every job actor of this registry shares
+	runners *job.Runners // its job actors' Cancel calls (job.Shared.Runners)
 	client  *Client
 	adm     *Admission
 	idx     *Index
@@ -181,6 +182,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 	return &registryActor{
 		cfg:         cfg,
 		spawner:     job.NewSpawner(cfg.Dispatcher),
+		runners:     job.NewRunners(),
 		client:      client,
 		adm:         NewAdmission(cfg.MaxConcurrentJobsPerOwner),
 		idx:         idx,
@@ -249,7 +251,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case job.Routable:
 		r.forwarded(c, m)
 	case *job.StopRequested:
-		r.stopRequested(m)
+		r.stopRequested(c, m)
 	case *job.Settled:
 		r.settled(c, m)
 	case *attachReq:

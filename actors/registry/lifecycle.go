@@ -37,6 +37,7 @@ func (r *registryActor) ownLifecycle(c actor.Context) {
 	case *actor.Stopping:
 		r.life.stopping = true
 	case *actor.Stopped:
+		r.runners.Close() // its job actors have stopped: no Cancel starts from now on
 		supervision.Emit(c, r.inspector(), supervision.Event{Kind: supervision.Stopped, Node: self, Cause: supervision.CauseTeardown})
 	}
 }

@@ -149,9 +149,12 @@ func jsonMillis(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
 }
 
-func (r *registryActor) stopRequested(m *job.StopRequested) {
+func (r *registryActor) stopRequested(c actor.Context, m *job.StopRequested) {
 	rec := r.idx.get(m.ID)
 	if rec == nil {
+		if m.Settled != nil {
+			r.settled(c, m.Settled)
+		}
 		return
 	}
 	if rec.live() {
@@ -164,6 +167,12 @@ func (r *registryActor) stopRequested(m *job.StopRequested) {
 	// snapshot is the one this message committed (§1.3 rule 6).
 	snap := rec.snapshot()
 	r.fireChanged(rec.owner)
+	if m.Settled != nil {
+		// Settled in the job actor's same step: committed now, before the killer
+		// learns of the stop, so its reply is the last thing this step does (a caller
+		// waiting on the settlement next finds it committed).
+		r.settled(c, m.Settled)
+	}
 	if m.Kill != nil {
 		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: snap}
 	}

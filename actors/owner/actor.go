@@ -32,6 +32,13 @@ var incarnations atomic.Uint64
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
 
+// mailbox is every owner actor's mailbox: protoactor's linked (lock-free) queue.
+// An agent incarnation is mostly idle, and the default mailbox's ring buffer
+// (goring: 10 slots, ~240 B with its headers) would be held by every live one for
+// its whole life, where the linked queue holds one 24-B node. FIFO per sender is
+// the same. One value for all (UnboundedLockfree allocates its closure per call).
+var mailbox = actor.UnboundedLockfree()
+
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
 type Agent struct {
@@ -113,7 +120,7 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, scope: sc,
 			inspector: opts.Inspector, session: session}
-	}, actor.WithGuardian(guardian))
+	}, actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
 	if opts.Props != nil {
 		props = opts.Props(props)
 	}

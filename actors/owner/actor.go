@@ -196,6 +196,10 @@ func ErrEmptySession() error {
 		`invalid session id: expected a non-empty string ("" means no agent)`)
 }
 
+// counts are an owner's delivery counters (Stats without the state read at the
+// time of asking).
+type counts struct{ Delivered, Failed, Duplicates int }
+
 // ownerActor is one incarnation: its identity (its PID), the agent's busy/idle
 // status, its wake budget and the notices it has delivered. Its stop tears its
 // jobs down (through the registry, its watcher).
@@ -213,7 +217,7 @@ type ownerActor struct {
 	// enough, and nothing accumulates per job over a long incarnation.
 	noticed string
 	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
-	stats   Stats
+	stats   counts
 
 	session string
 }
@@ -260,7 +264,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 			o.spent = 0
 		}
 	case *statsReq:
-		s := o.stats
+		s := Stats{Delivered: o.stats.Delivered, Failed: o.stats.Failed, Duplicates: o.stats.Duplicates}
 		s.Busy, s.SpentWakes = o.busy, o.spent
 		m.reply <- s
 	case *actor.Stopped:

@@ -109,6 +109,9 @@ type System struct {
 	jobs   *registry.Client
 	watch  *job.Watcher
 	tree   *supervision.Inspector
+	// agents spawns the owner actors of NewAgent's default configuration (one
+	// Props for all of them).
+	agents *owner.Spawner
 
 	logger     *slog.Logger
 	dispatcher actor.Dispatcher
@@ -191,6 +194,11 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s.jobs = jobs
+	var props func(*actor.Props) *actor.Props
+	if d := s.dispatcher; d != nil {
+		props = func(p *actor.Props) *actor.Props { return p.Configure(actor.WithDispatcher(d)) }
+	}
+	s.agents = owner.NewSpawner(s.actors.Root, jobs.PID(), owner.Options{Logger: logger, Props: props, Inspector: tree.PID()})
 	return s, nil
 }
 
@@ -209,7 +217,8 @@ func (s *System) Actors() *actor.ActorSystem { return s.actors }
 
 // NewAgent spawns the owner actor of a new incarnation of session, composed under
 // parent (nil: the global scope), with its delivery surface in opts (at most one
-// Options). It is not registered: call Jobs().RegisterAgent.
+// Options). It is not registered: call Jobs().RegisterAgent. Agents of the default
+// configuration (opts without Props or Inspector) share one Props (owner.Spawner).
 func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Options) (*owner.Agent, error) {
 	if parent == nil {
 		parent = s.root
@@ -217,6 +226,9 @@ func (s *System) NewAgent(parent *scope.Scope, session string, opts ...owner.Opt
 	var o owner.Options
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.Props == nil && o.Inspector == nil {
+		return s.agents.Spawn(parent, session, o.Surface, o.Logger)
 	}
 	if o.Logger == nil {
 		o.Logger = s.logger

@@ -249,7 +249,7 @@ type entry struct {
 	id       string
 	session  string
 	parent   *entry // nil: the system root
-	extra    *extra // nil: running, never restarted, actor id derived (a top-level node never derives it)
+	extra    *extra // nil: running, never restarted, actor id derived (a top-level node's is its id)
 	spawned  uint64
 	kind     uint32 // index into Tree.kinds
 	children uint32 // live children
@@ -290,6 +290,9 @@ func (e *entry) hasActor(s string) bool {
 	if x := e.extra; x != nil && x.ownActor {
 		return x.actor == s
 	}
+	if e.parent == nil {
+		return s == e.id // a top-level node named by its actor id (an owner's "owner-N")
+	}
 	prefix, ok := cutChild(s, e.id)
 	return ok && e.parent.hasActor(prefix)
 }
@@ -299,6 +302,9 @@ func (e *entry) hasActor(s string) bool {
 func (e *entry) actor() string {
 	if x := e.extra; x != nil && x.ownActor {
 		return x.actor
+	}
+	if e.parent == nil {
+		return e.id
 	}
 	return e.parent.actor() + "/" + e.id
 }
@@ -347,7 +353,7 @@ func (t *Tree) add(r Ref, parent *entry, actor, session string, spawned uint64) 
 		t.byKind = append(t.byKind, map[string]*entry{})
 	}
 	e := &entry{id: r.ID, parent: parent, session: session, spawned: spawned, kind: k}
-	if !childActor(parent, r.ID, actor) {
+	if !childActor(parent, r.ID, actor) && (parent != nil || actor != r.ID) {
 		e.more().actor, e.extra.ownActor = actor, true
 	}
 	t.byKind[k][r.ID] = e
@@ -375,6 +381,9 @@ func TreeOf(s Snapshot) (*Tree, error) {
 		}
 		// Parents are linked below; the actor id is kept whole until then.
 		e := t.add(n.Ref, nil, n.Actor, n.Session, n.Spawned)
+		if e.extra == nil && !n.Parent.IsRoot() { // add derived it as a top-level node's
+			e.more().actor, e.extra.ownActor = n.Actor, true
+		}
 		if n.Restarts != 0 {
 			e.more().restarts = uint32(n.Restarts)
 		}

@@ -181,6 +181,26 @@ func TestTreeOfKeepsChildren(t *testing.T) {
 	require.Zero(t, back.Len())
 }
 
+// A top-level node whose actor id is its id (an owner's "owner-N") stores no
+// actor id of its own, and still reports it; a child whose actor id is its bare id
+// (not its parent's + "/" + id) keeps it, in the tree and in one rebuilt from a
+// snapshot (where parents are linked after every node is added).
+func TestTreeActorIDs(t *testing.T) {
+	tr := supervision.NewTree()
+	applyAll(t, tr, spawned(registry, supervision.Root), spawned(owner1, supervision.Root), spawned(job1, registry),
+		supervision.Event{Kind: supervision.Spawned, Node: job2, Parent: registry, Actor: "registry/bash-2"})
+	want := map[supervision.Ref]string{registry: "registry", owner1: "owner-1", job1: "bash-1", job2: "registry/bash-2"}
+	back, err := supervision.TreeOf(tr.Snapshot())
+	require.NoError(t, err)
+	for _, s := range []supervision.Snapshot{tr.Snapshot(), back.Snapshot()} {
+		for ref, actor := range want {
+			n, ok := s.Node(ref)
+			require.True(t, ok, "%s", ref)
+			require.Equal(t, actor, n.Actor, "%s", ref)
+		}
+	}
+}
+
 func TestProtoRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
 	events := []supervision.Event{

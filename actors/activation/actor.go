@@ -144,7 +144,7 @@ type activationActor struct {
 	res    *session.Resumed // the first incarnation's; a restart resumes again
 	epoch  uint64
 	header session.Header
-	desc   Descriptor
+	desc   turnDesc
 	// The model history. While base > 0 its first base messages are in the store
 	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
 	// holds the messages after them; once a runner has read them (historyLoaded)
@@ -164,6 +164,24 @@ type activationActor struct {
 	// the submit marked pre has been answered (case 146: the caller hears of
 	// acceptance before the turn can start).
 	held *session.InboxMessage
+}
+
+// turnDesc is the part of the Descriptor an Activation keeps: what its turns and
+// events read (not its version, mode, label or cluster record: an idle resident
+// Activation holds only what it uses).
+type turnDesc struct {
+	Provider      string
+	AgentProvider string
+	AgentModel    string
+	Persona       string
+	ToolFilter    *subagent.ToolFilter
+}
+
+// turnDescOf keeps d's turn fields; a descriptor that did not parse keeps what
+// ParseDescriptor returned with its error (nothing, for a malformed one).
+func turnDescOf(d Descriptor, _ error) turnDesc {
+	return turnDesc{Provider: d.Provider, AgentProvider: d.AgentProvider, AgentModel: d.AgentModel,
+		Persona: d.Persona, ToolFilter: d.ToolFilter}
 }
 
 func (a *activationActor) Receive(c actor.Context) {
@@ -285,7 +303,7 @@ func (a *activationActor) start(c actor.Context) {
 	}
 	a.c.started = true
 	a.header, a.epoch = res.Header, res.Header.Epoch
-	a.desc, _ = ParseDescriptor(res.Descriptor)
+	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
 	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
 	for _, m := range res.CutOff {
 		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,

@@ -20,6 +20,14 @@ import (
 // cold resume, up to its first acceptance, and the directory's indexes (index and
 // unindex, the only places that add or remove an entry).
 
+// mailbox is every Activation's mailbox: protoactor's linked (lock-free) queue. A
+// resident Activation is mostly idle, and the default mailbox's ring buffer
+// (goring: 10 slots, ~240 B with its headers) would be held by each for its whole
+// residency, where the linked queue holds one 24-B node. It is FIFO as the default
+// one is (one consumer; pushes ordered by an atomic swap), so the mailbox stays the
+// only FIFO of a child. One value for all (UnboundedLockfree allocates per call).
+var mailbox = actor.UnboundedLockfree()
+
 // pending is an operation waiting for an Activation's first acceptance: a start
 // (rolled back on failure) or a cold resume.
 type pending struct {
@@ -207,7 +215,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		// A restart re-creates the actor, which resumes from the store.
 		a.res, a.held, first, held = first, held, nil, nil
 		return a
-	})
+	}, actor.WithMailbox(mailbox))
 	if d.m.deps.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(d.m.deps.Dispatcher))
 	}

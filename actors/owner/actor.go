@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -31,6 +32,13 @@ var incarnations atomic.Uint64
 // guardian is every owner actor's guardian strategy. One value for all: protoactor
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
+
+// mailbox is every owner actor's mailbox: protoactor's linked (lock-free) queue.
+// An agent incarnation is mostly idle, and the default mailbox's ring buffer
+// (goring: 10 slots, ~240 B with its headers) would be held by every live one for
+// its whole life, where the linked queue holds one 24-B node. FIFO per sender is
+// the same. One value for all (UnboundedLockfree allocates its closure per call).
+var mailbox = actor.UnboundedLockfree()
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
@@ -97,7 +105,58 @@ func (a *Agent) String() string { return fmt.Sprintf("agent %q (%s)", a.session,
 //
 // session must not be empty ("" is the access calls' "no agent" caller): an empty
 // one is refused with messages.CodeInvalidSession and nothing is spawned.
+//
+// Spawn builds a Spawner for this one call; a caller that spawns many agents of one
+// configuration keeps a Spawner (NewSpawner), whose actors share one Props.
 func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher *actor.PID, opts Options) (*Agent, error) {
+	return NewSpawner(root, watcher, opts).Spawn(parent, session, opts.Surface, opts.Logger)
+}
+
+// Spawner spawns owner actors of one configuration: the root context, the watcher,
+// the inspector and the props adjustment of opts, shared by every actor it spawns
+// (one Props for all, not one per incarnation). Each incarnation's own data (its
+// scope, session, surface and logger) reaches its actor as the first message of its
+// mailbox (ownerInit), sent by Spawn before the Agent handle exists, so before any
+// other message can be addressed to it. A Spawner is safe for concurrent use: it is
+// never written after NewSpawner.
+type Spawner struct {
+	root      *actor.RootContext
+	watcher   *actor.PID
+	inspector *actor.PID
+	logger    *slog.Logger
+	props     *actor.Props
+}
+
+// NewSpawner returns a Spawner of owner actors configured by opts (its Logger is
+// the default of Spawn's, nil meaning slog.Default(); its Surface is not used).
+func NewSpawner(root *actor.RootContext, watcher *actor.PID, opts Options) *Spawner {
+	sp := &Spawner{root: root, watcher: watcher, inspector: opts.Inspector, logger: opts.Logger}
+	if sp.logger == nil {
+		sp.logger = slog.Default()
+	}
+	// The producer makes an empty actor: protoactor calls it on the spawning
+	// goroutine and passes it nothing, and an owner actor is never restarted (its
+	// guardian stops it), so it is called once per incarnation, filled by ownerInit.
+	sp.props = actor.PropsFromProducer(func() actor.Actor { return &ownerActor{sp: sp} },
+		actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
+	if opts.Props != nil {
+		sp.props = opts.Props(sp.props)
+	}
+	return sp
+}
+
+// ownerInit is an owner actor's own data, the first message of its mailbox.
+type ownerInit struct {
+	surface Surface
+	logger  *slog.Logger
+	scope   *scope.Scope
+	session string
+}
+
+// Spawn starts the owner actor of a new incarnation of session, composed under
+// parent, delivering to surface (nil drops the notices, after counting); logger nil
+// means the Spawner's. See the package function Spawn.
+func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, logger *slog.Logger) (*Agent, error) {
 	if session == "" {
 		return nil, ErrEmptySession()
 	}
@@ -106,21 +165,16 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 	if err != nil {
 		return nil, err
 	}
-	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = sp.logger
 	}
-	props := actor.PropsFromProducer(func() actor.Actor {
-		return &ownerActor{watcher: watcher, surface: opts.Surface, logger: logger, scope: sc,
-			inspector: opts.Inspector, session: session}
-	}, actor.WithGuardian(guardian))
-	if opts.Props != nil {
-		props = opts.Props(props)
-	}
-	pid, err := root.SpawnNamed(props, fmt.Sprintf("owner-%d", inc))
+	root := sp.root
+	pid, err := root.SpawnNamed(sp.props, "owner-"+strconv.FormatUint(inc, 10))
 	if err != nil {
 		return nil, err
 	}
+	// First in the mailbox: no one else has the PID yet.
+	root.Send(pid, &ownerInit{surface: surface, logger: logger, scope: sc, session: session})
 	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
 	if _, err := sc.Add(EffectLabel, func(ctx context.Context) error {
 		// Poison, not Stop: a notice sent before the jobs' teardown finished (an
@@ -128,7 +182,9 @@ func Spawn(root *actor.RootContext, parent *scope.Scope, session string, watcher
 		// Stop, a system message, would overtake it and drop it.
 		return root.PoisonFuture(pid).Wait()
 	}); err != nil {
-		root.Stop(pid)
+		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
+		// stop are reported as any incarnation's are.
+		root.Poison(pid)
 		return nil, err
 	}
 	return a, nil
@@ -140,15 +196,20 @@ func ErrEmptySession() error {
 		`invalid session id: expected a non-empty string ("" means no agent)`)
 }
 
+// counts are an owner's delivery counters (Stats without the state read at the
+// time of asking).
+type counts struct{ Delivered, Failed, Duplicates int }
+
 // ownerActor is one incarnation: its identity (its PID), the agent's busy/idle
 // status, its wake budget and the notices it has delivered. Its stop tears its
 // jobs down (through the registry, its watcher).
 type ownerActor struct {
-	watcher *actor.PID
+	sp      *Spawner // the watcher and the inspector (the supervision tree's, or nil)
 	surface Surface
 	logger  *slog.Logger
 	busy    bool
-	spent   int // wakes spent since the last claimed user message
+	crashed bool // a panic escaped Receive: the guardian stops the actor
+	spent   int  // wakes spent since the last claimed user message
 	// noticed is the job last noticed: one notice per job, whatever mounts fire.
 	// Every mount's notice of a job is sent within the one registry message that
 	// commits its settlement, from the registry's goroutine, so a job's duplicates
@@ -156,16 +217,17 @@ type ownerActor struct {
 	// enough, and nothing accumulates per job over a long incarnation.
 	noticed string
 	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
-	stats   Stats
+	stats   counts
 
-	inspector *actor.PID // the supervision tree's, or nil
-	session   string
-	crashed   bool // a panic escaped Receive: the guardian stops the actor
+	session string
 }
 
 func (o *ownerActor) Receive(c actor.Context) {
 	defer o.noteCrash()
 	switch m := c.Message().(type) {
+	case *ownerInit:
+		o.surface, o.logger, o.scope, o.session = m.surface, m.logger, m.scope, m.session
+		o.reportLifecycle(c)
 	case *deliver.Notice:
 		o.deliver(m)
 	case *deliver.ChildNotice:
@@ -202,18 +264,18 @@ func (o *ownerActor) Receive(c actor.Context) {
 			o.spent = 0
 		}
 	case *statsReq:
-		s := o.stats
+		s := Stats{Delivered: o.stats.Delivered, Failed: o.stats.Failed, Duplicates: o.stats.Duplicates}
 		s.Busy, s.SpentWakes = o.busy, o.spent
 		m.reply <- s
-	case *actor.Started:
-		o.reportLifecycle(c)
 	case *actor.Stopped:
-		o.reportLifecycle(c)
+		if o.scope != nil { // stopped before its ownerInit: its spawn was never reported
+			o.reportLifecycle(c)
+		}
 		// Sent once the actor is out of protoactor's process registry (Stopped, not
 		// Stopping), so the watcher, when it takes this, already sees the PID dead
 		// and keeps nothing to refuse a later registration of it.
-		if o.watcher != nil {
-			c.Send(o.watcher, &Stopped{PID: c.Self()})
+		if o.sp.watcher != nil {
+			c.Send(o.sp.watcher, &Stopped{PID: c.Self()})
 		}
 	}
 }
@@ -229,8 +291,8 @@ func (o *ownerActor) noteCrash() {
 // reportLifecycle tells the supervision tree of the owner's spawn and stop.
 func (o *ownerActor) reportLifecycle(c actor.Context) {
 	self := supervision.Ref{Kind: supervision.KindOwner, ID: c.Self().Id}
-	if _, started := c.Message().(*actor.Started); started {
-		supervision.Emit(c, o.inspector, supervision.Event{Kind: supervision.Spawned, Node: self,
+	if _, started := c.Message().(*ownerInit); started {
+		supervision.Emit(c, o.sp.inspector, supervision.Event{Kind: supervision.Spawned, Node: self,
 			Actor: c.Self().Id, Session: o.session})
 		return
 	}
@@ -238,7 +300,7 @@ func (o *ownerActor) reportLifecycle(c actor.Context) {
 	if o.crashed {
 		cause = supervision.CausePanic
 	}
-	supervision.Emit(c, o.inspector, supervision.Event{Kind: supervision.Stopped, Node: self, Cause: cause})
+	supervision.Emit(c, o.sp.inspector, supervision.Event{Kind: supervision.Stopped, Node: self, Cause: cause})
 }
 
 // deliver picks the lane (SPEC §3.8) and calls the surface.

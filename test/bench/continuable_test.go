@@ -3,8 +3,10 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -414,6 +416,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	}
 	g0 := runtime.NumGoroutine()
 	before := heapInUse()
+	writeHeapProfileBase(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	for _, id := range ids {
 		if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
 			b.Fatal(err)
@@ -439,6 +442,19 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	require.NoError(b, r.sys.Shutdown(drain))
 	require.NoError(b, s.Close())
 	return bytesPer, goroutinesPer
+}
+
+// writeHeapProfileBase writes the heap profile as of the baseline (the GC heapInUse
+// just ran) to the file named by env plus ".base", if env is set: with it,
+// go tool pprof -diff_base shows only what the measured Activations hold.
+func writeHeapProfileBase(b *testing.B, env string) {
+	b.Helper()
+	if path := os.Getenv(env); path != "" {
+		f, err := os.Create(path + ".base")
+		require.NoError(b, err)
+		defer f.Close()
+		require.NoError(b, pprof.Lookup("heap").WriteTo(f, 0))
+	}
 }
 
 // drainPerActivation is idleActivationMemory's shutdown budget per Activation

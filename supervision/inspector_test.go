@@ -248,3 +248,46 @@ func TestInspectorWire(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.Subscribers)
 }
+
+// A job's compact events (EmitJob) are applied as the Events they stand for: the
+// same tree, numbering and refusals, and a subscriber receives those Events.
+func TestInspectorAppliesCompactJobEventsAsTheirEvents(t *testing.T) {
+	system, in := startInspector(t)
+	root := system.Root
+	supervision.Emit(root, in.PID(), spawned(registry, supervision.Root))
+	sub, _, err := in.Subscribe(ctxT(t))
+	require.NoError(t, err)
+	defer sub.Cancel()
+	spawn := supervision.JobSpawned{Registry: registry.ID, ID: job1.ID, Actor: registry.ID + "/" + job1.ID, Session: "alice"}
+	settle := supervision.JobSettled{ID: job1.ID, Status: "failed", Detail: "Error: boom", Cause: supervision.CauseKill}
+	stop := supervision.JobStopped{ID: job1.ID, Cause: supervision.CauseNone}
+	supervision.EmitJob(root, in.PID(), spawn)
+	supervision.EmitJob(root, in.PID(), spawn) // a duplicate: refused
+	supervision.EmitJob(root, in.PID(), settle)
+	supervision.EmitJob(root, nil, stop) // no inspector: nothing sent
+
+	snap, err := in.Snapshot(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), snap.Seq)
+	n, ok := snap.Node(job1)
+	require.True(t, ok)
+	require.Equal(t, supervision.Node{Ref: job1, Parent: registry, Actor: "registry/bash-1", Session: "alice",
+		Status: "failed", Cause: supervision.CauseKill, Detail: "Error: boom", Spawned: n.Spawned}, n)
+	st, err := in.Stats(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.Rejected)
+	require.Equal(t, supervision.CodeDuplicate, messages.CodeOf(st.Rejections[0].Err))
+
+	supervision.EmitJob(root, in.PID(), stop)
+	for i, want := range []supervision.Event{spawn.Event(), settle.Event(), stop.Event()} {
+		got := next(t, sub)
+		require.Equal(t, uint64(i+2), got.Seq)
+		require.False(t, got.At.IsZero())
+		got.Seq, got.At = 0, time.Time{}
+		require.Equal(t, want, got)
+	}
+	snap, err = in.Snapshot(ctxT(t))
+	require.NoError(t, err)
+	_, ok = snap.Node(job1)
+	require.False(t, ok, "the stopped job is gone from the tree")
+}

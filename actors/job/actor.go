@@ -48,17 +48,22 @@ type Shared struct {
 // ~250 B with its headers) was held by every live job, where the linked queue
 // holds one 24-B node.
 type Spawner struct {
-	props  *actor.Props
-	staged *Config
+	props *actor.Props
+	// staged is the config of the spawn in progress, by value: a *Config kept
+	// here made the caller's Config escape, one more allocation per job.
+	staged Config
 }
 
 // NewSpawner returns a spawner whose actors run on dispatcher (nil: protoactor's).
 func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 	s := &Spawner{}
 	s.props = actor.PropsFromProducer(func() actor.Actor {
-		cfg := s.staged
-		s.staged = nil
-		return &jobActor{cfg: *cfg, core: NewCore()}
+		if s.staged.Meta == nil {
+			panic("jobs: a job actor was produced outside Spawner.Spawn (job actors are never restarted)")
+		}
+		a := &jobActor{cfg: s.staged, core: NewCore()}
+		s.staged = Config{}
+		return a
 	}, actor.WithMailbox(actor.UnboundedLockfree()))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
@@ -67,10 +72,11 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 }
 
 // Spawn starts the actor of one live job as a child of c, named name. The actor
-// keeps a copy of *cfg (one allocation per job, not two); cfg is not retained.
+// keeps a copy of *cfg (its only allocation of it); cfg is not retained, and the
+// Spawner keeps nothing of it once Spawn returns.
 func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, error) {
-	s.staged = cfg
-	defer func() { s.staged = nil }()
+	s.staged = *cfg
+	defer func() { s.staged = Config{} }()
 	return c.SpawnNamed(s.props, name)
 }
 
@@ -273,10 +279,21 @@ func (a *jobActor) refuse(m Routable) {
 // startWatch starts listening for the producer's outcome: through its OnSettle
 // callback when it has one, else on its Done channel (the shared Watcher). An
 // OnSettle that panics settles the job failed (a producer contract violation).
+//
+// A Done channel that already holds its value (or is closed) when the actor starts
+// is not watched: its value goes through the same delivery at once, without the
+// round trip through a watcher shard's goroutine (two goroutine wake-ups and a
+// reflect.Select per job). The delivery is a send to this actor, so the outcome
+// still queues behind whatever the registry routed here first.
 func (a *jobActor) startWatch(c actor.Context) {
 	onSettle := a.cfg.Hooks.OnSettle
 	if onSettle == nil {
-		a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
+		select {
+		case o, ok := <-a.cfg.Hooks.Done:
+			a.deliverNow(c, o, ok)
+		default:
+			a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
+		}
 		return
 	}
 	a.watch = Callback(a.deliverer(c))
@@ -302,6 +319,18 @@ func (a *jobActor) deliverer(c actor.Context) func(Outcome, bool) {
 		fault.Yield("job.done.deliver")
 		root.Send(self, &doneMsg{o: o, ok: ok})
 	}
+}
+
+// deliverNow is the delivery of an outcome already in hand when the actor starts:
+// what deliverer's closure does (the planted bugs' wrapping included), without
+// making the closure.
+func (a *jobActor) deliverNow(c actor.Context, o Outcome, ok bool) {
+	if d := plantedDeliverer(a, c.ActorSystem().Root, c.Self()); d != nil {
+		d(o, ok)
+		return
+	}
+	fault.Yield("job.done.deliver")
+	c.Send(c.Self(), &doneMsg{o: o, ok: ok})
 }
 
 // endWait answers a wait that ended before settlement, as its timeout or abort would.

@@ -38,6 +38,10 @@ type (
 	startRes struct {
 		id  string
 		err error
+		// free: the registry keeps no reference to the request (the answer of a
+		// start that returned; one that panicked hands the request on to its
+		// supervisor with the failure). The client reuses only a freed request.
+		free bool
 	}
 	getReq struct {
 		id     string

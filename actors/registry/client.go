@@ -32,6 +32,7 @@ type Client struct {
 	reads   sync.Pool // freed readCalls, reused by Read
 	stopped <-chan struct{}
 	tokens  atomic.Uint64
+	calls   sync.Pool // answered startCalls, reused by Start
 }
 
 // Spawn starts the registry actor. stopped must be closed once the actor system
@@ -109,13 +110,36 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 	if ctx.Err() != nil {
 		return "", job.Aborted(ctx)
 	}
-	reply := make(chan startRes, 1)
-	c.root.Send(c.pid, &startReq{spec: spec, reply: reply})
-	res, err := await(ctx, c, reply)
+	call, _ := c.calls.Get().(*startCall)
+	if call == nil {
+		reply := make(chan startRes, 1)
+		call = &startCall{req: startReq{reply: reply}, reply: reply}
+	}
+	call.req.spec = spec
+	c.root.Send(c.pid, &call.req)
+	res, err := await(ctx, c, call.reply)
 	if err != nil {
+		// The registry may still answer (or read the request): the call is dropped.
 		return "", err
 	}
+	if res.free {
+		call.req.spec = job.Spec{} // the pool holds no producer, owner or record
+		c.calls.Put(call)
+	}
 	return res.id, res.err
+}
+
+// startCall is one Start's request and its reply channel, reused across Starts:
+// the registry answers a startReq exactly once, and an answer marked free says it
+// keeps no reference to the request (startReq's handler reads its spec and reply
+// before that answer, and nothing after). A call whose wait ended without the
+// answer (an abort, a stopped registry) or whose start panicked is never reused.
+// The pool is the Client's (Client.calls), not the process's: a channel made in a
+// synctest bubble is used only with the system made in that bubble (whose actors
+// are the only ones that can send on it), never by another system's Start.
+type startCall struct {
+	req   startReq
+	reply chan startRes
 }
 
 // Get returns a non-consuming snapshot of a job visible to caller (AsAgent, or

@@ -42,21 +42,16 @@ func (r *registryActor) ownLifecycle(c actor.Context) {
 	}
 }
 
-func (r *registryActor) jobRef(id string) supervision.Ref {
-	return supervision.Ref{Kind: supervision.KindJob, ID: id}
-}
-
 // jobSpawned reports a job actor spawned for rec.
 func (r *registryActor) jobSpawned(c actor.Context, rec *record) {
 	if r.inspector() == nil {
 		return
 	}
-	e := supervision.Event{Kind: supervision.Spawned, Node: r.jobRef(rec.ID), Actor: rec.pid.Id,
-		Parent: supervision.Ref{Kind: supervision.KindRegistry, ID: c.Self().Id}}
+	e := supervision.JobSpawned{Registry: c.Self().Id, ID: rec.ID, Actor: rec.pid.Id}
 	if rec.owner != nil {
 		e.Session = rec.owner.session
 	}
-	supervision.Emit(c, r.inspector(), e)
+	supervision.EmitJob(c, r.inspector(), e)
 }
 
 // stopLanded records why a live job is stopping: a kill or a teardown, the first
@@ -92,11 +87,11 @@ func (r *registryActor) jobSettled(c actor.Context, rec *record) {
 	default:
 		cause = supervision.CauseProducer
 	}
-	e := supervision.Event{Kind: supervision.Settled, Node: r.jobRef(rec.ID), Status: rec.status.Name(), Cause: cause}
+	e := supervision.JobSettled{ID: rec.ID, Status: rec.status.Name(), Cause: cause}
 	if rec.hasDetail {
 		e.Detail = rec.detail
 	}
-	supervision.Emit(c, r.inspector(), e)
+	supervision.EmitJob(c, r.inspector(), e)
 }
 
 // jobStopped reports that a job's actor has stopped: after its settlement, or
@@ -111,7 +106,7 @@ func (r *registryActor) jobStopped(c actor.Context, id string) {
 		delete(r.life.crashed, id)
 	}
 	delete(r.life.causes, id)
-	supervision.Emit(c, r.inspector(), supervision.Event{Kind: supervision.Stopped, Node: r.jobRef(id), Cause: cause})
+	supervision.EmitJob(c, r.inspector(), supervision.JobStopped{ID: id, Cause: cause})
 }
 
 // HandleFailure makes the registry its job actors' supervisor: it notes the job

@@ -29,8 +29,8 @@ func (r *registryActor) startReq(c actor.Context, m *startReq) {
 		}
 	}()
 	id, err := r.start(c, m.spec)
-	m.reply <- startRes{id: id, err: err}
 	answered = true
+	m.reply <- startRes{id: id, err: err, free: true}
 }
 
 func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {

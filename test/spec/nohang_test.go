@@ -486,3 +486,34 @@ func TestNoHang_KillQueuedBehindABlockedCancelAbortsWithoutCancelling(t *testing
 	require.Equal(t, "first", snap.GetDetail(), "the aborted kill's reason was not recorded")
 	require.Empty(t, calls, "the aborted kill never called Cancel")
 }
+
+// A Start aborted while the registry still runs its producer gets no answer; the
+// registry's late answer (the job it then registered) belongs to that Start alone:
+// the next Start is answered with its own job, never with the aborted one's.
+func TestNoHang_AbortedStartsLateAnswerIsNotTheNextStarts(t *testing.T) {
+	sys, _ := newBareSystem(t, nil)
+	defer func() { require.NoError(t, sys.Shutdown(ctx(t))) }()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := live().Spec(nil)
+	run := slow.Run
+	slow.Run = func() (job.Hooks, error) {
+		close(entered)
+		<-release
+		return run()
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	aborted := make(chan error, 1)
+	go func() {
+		_, err := sys.Jobs().Start(sctx, slow)
+		aborted <- err
+	}()
+	<-entered
+	cancel()
+	requireAborted(t, <-aborted, context.Canceled)
+	close(release)
+	id := start(t, sys, live().Spec(nil))
+	ids := list(t, sys, "")
+	require.Len(t, ids, 2, "the aborted Start's job was registered, and the next one")
+	require.Equal(t, ids[1], id, "the next Start is answered with its own job")
+	require.NotEqual(t, ids[0], id)
+}

@@ -565,6 +565,20 @@ func failoverSuite(t testing.TB, seed uint64, planted string) {
 	}
 	end := time.Now().UnixNano()
 	var acked, lostNone, aborted int
+	// Two passes over the children: first the oracles of the store's own
+	// structure (one live Activation, each message accepted once) for every
+	// child, then the ones of what the clients were told (no acknowledged message
+	// lost, FIFO). A stale Activation's writes can also lose a message: checked
+	// child by child in one pass, such a loss in an early child would stop the
+	// suite before a later child's serial-log check could name the cause.
+	type childView struct {
+		c      string
+		inbox  map[string]session.InboxMessage
+		byText map[string]session.InboxMessage
+		ended  map[string]bool
+		order  []string
+	}
+	views := make([]childView, 0, children)
 	for i := range children {
 		c := child(i)
 		snap, err := store.Load(context.Background(), c)
@@ -603,6 +617,10 @@ func failoverSuite(t testing.TB, seed uint64, planted string) {
 			}
 		}
 		require.Empty(t, open, "%s: a turn is still open after quiescence", c)
+		views = append(views, childView{c: c, inbox: inbox, byText: byText, ended: ended, order: order})
+	}
+	for _, v := range views {
+		c, inbox, byText, ended, order := v.c, v.inbox, v.byText, v.ended, v.order
 		// No acknowledged message lost: in the inbox, and its turn ran or was
 		// logged aborted.
 		recMu.Lock()

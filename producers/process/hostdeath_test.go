@@ -359,9 +359,17 @@ func TestSweepAfterHostCrashKillsTheSurvivorsAndRecordsThem(t *testing.T) {
 	require.Error(t, a.cmd.Wait())
 	// Pdeathsig ends each job's shell; the three escaped children survive.
 	deadline := time.Now().Add(helperBudget)
-	for len(a.live()) != len(hostJobs) {
-		require.True(t, time.Now().Before(deadline), "the job shells did not die with the host: %v", a.live())
-		time.Sleep(pollInterval)
+	for left := a.live(); len(left) != len(hostJobs); left = a.live() {
+		require.True(t, time.Now().Before(deadline), "the job shells did not die with the host: %v", left)
+		for _, p := range left { // the exit event of each process that is not an escaped child
+			escaped := false
+			for _, r := range a.procs {
+				escaped = escaped || (r.pid == p.pid && r.start == p.start)
+			}
+			if !escaped {
+				awaitExit(p.pid, p.start, deadline)
+			}
+		}
 	}
 
 	b, lines := startHost(t, "sweep")

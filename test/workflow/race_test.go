@@ -265,10 +265,15 @@ loop:
 		return true
 	})
 	runs = st.Runs()
+	// Dispose settles the run before it returns (the seam's contract), but the stub
+	// counts the call when it begins: a child seen disposed may still be settling,
+	// so its Done is waited for, within the budget, not polled once.
+	settleBy := time.NewTimer(budget)
+	defer settleBy.Stop()
 	for _, r := range runs {
 		select {
 		case <-r.Run.Done():
-		default:
+		case <-settleBy.C:
 			return fail("child %s never settled", r.ID)
 		}
 		if d := st.Disposes(r); d != 1 {

@@ -57,16 +57,9 @@ func (r startedRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagen
 // (ResumeAccept) and in the Activation (the turn start's Append): neither actor
 // runs on a fresh goroutine per mailbox run, whose stack grows for every store call.
 func TestContinuationsRunOnTheSystemPool(t *testing.T) {
-	sys, _ := troupetest.Served(t)
 	store := &poolStore{Memory: session.NewMemory(), calls: map[string]bool{}}
 	runner := make(startedRunner, 4)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	m, err := sys.StartContinuations(store, rt, runner, nil)
-	require.NoError(t, err)
-	parent := troupetest.Agent(t, sys, "P")
+	_, m, parent := troupetest.Continuations(t, store, runner)
 
 	desc, err := json.Marshal(activation.Descriptor{Version: activation.DescriptorVersion, Mode: "continuable",
 		Provider: "spawn", Label: "pool"})

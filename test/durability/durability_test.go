@@ -99,15 +99,7 @@ func TestDurabilityChild(t *testing.T) {
 
 	store, err := backends[os.Getenv(storeEnv)].open(path)
 	require.NoError(t, err)
-	sys, _ := troupetest.Served(t)
-	runner := subagent.NewScripted(subagent.Reply{Text: "ok"})
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	m, err := sys.StartContinuations(store, rt, runner, nil)
-	require.NoError(t, err)
-	p := troupetest.Agent(t, sys, "P")
+	_, m, p := troupetest.Continuations(t, store, subagent.NewScripted(subagent.Reply{Text: "ok"}))
 	say("READY")
 
 	ctx := context.Background()
@@ -267,15 +259,8 @@ func probe(t *testing.T, be backend, path string, round int, acked []ack) bool {
 	require.NoError(t, err)
 
 	// The next followup: exactly one activation.
-	sys, _ := troupetest.Served(t)
 	runner := &heldRunner{started: make(chan string, 1024), release: make(chan struct{})}
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	_, err = rt.RegisterProvider(ctx, sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	m, err := sys.StartContinuations(store, rt, runner, nil)
-	require.NoError(t, err)
-	p := troupetest.Agent(t, sys, "P")
+	sys, m, p := troupetest.Continuations(t, store, runner)
 	text := fmt.Sprintf("probe %d", round)
 	_, err = m.Followup(ctx, p, id, text, session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
 	require.NoError(t, err, "round %d: the followup after the kill", round)

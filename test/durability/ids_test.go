@@ -106,15 +106,8 @@ func TestDurabilityIDsChild(t *testing.T) {
 	}
 	store, err := session.OpenBolt(path)
 	require.NoError(t, err)
-	sys, _ := troupetest.Served(t)
 	runner := &heldRunner{started: make(chan string, 16), release: make(chan struct{})}
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	m, err := sys.StartContinuations(store, rt, runner, nil)
-	require.NoError(t, err)
-	p := troupetest.Agent(t, sys, "P")
+	_, m, p := troupetest.Continuations(t, store, runner)
 	ctx := context.Background()
 	src := session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"}
 	say := func(s ...string) { os.Stdout.WriteString(strings.Join(s, " ") + "\n") }

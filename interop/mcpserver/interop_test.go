@@ -314,6 +314,13 @@ func post(t *testing.T, url string, header map[string]string, body []byte) (*htt
 	return resp, b.String()
 }
 
+// discoverBody is a session-less server/discover of protocol 2026-07-28, as the
+// go-sdk client sends it.
+const discoverBody = `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{` +
+	`"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+	`"io.modelcontextprotocol/clientCapabilities":{}}}}`
+
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
 // The HTTP handler's bearer token, Host and Origin checks; Listen refuses
@@ -352,6 +359,12 @@ func TestInteropP11_Limits(t *testing.T) {
 	resp, body := post(t, ts.URL, map[string]string{"Authorization": "Bearer " + testToken}, []byte(initBody))
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, "mcpserver: session limit reached (limit: 2)", body)
+	// a bare server/discover gets no incarnation and does not count: it is answered
+	resp, body = post(t, ts.URL, map[string]string{"Authorization": "Bearer " + testToken,
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}, []byte(discoverBody))
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"supportedVersions"`)
+	require.Len(t, f.srv.Sessions(), 2, "the discover created no incarnation")
 
 	for i := 1; i <= 10; i++ {
 		text, _ := c.call(t, "job_start", map[string]any{"command": "sleep 600"})

@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -103,7 +105,9 @@ type holder struct {
 // Handler is the streamable HTTP handler (stateful; mount it at /mcp). Every
 // request needs Authorization: Bearer <Config.Token>, else 401; a Host other than
 // a loopback name or a foreign Origin gets 403; a new session past MaxSessions,
-// or while the server closes, gets 503; a body over 4 MiB gets 413. Each new
+// or while the server closes, gets 503 — except, past MaxSessions, a bare
+// server/discover, whose session gets no incarnation and does not count (INTEROP.md
+// section 2.3); a body over 4 MiB gets 413. Each new
 // session gets its own SDK server and a random 128-bit Mcp-Session-Id, ended by
 // DELETE, by IdleTimeout without a request, or by Close.
 func (s *Server) Handler() (http.Handler, error) {
@@ -136,7 +140,15 @@ func (s *Server) Handler() (http.Handler, error) {
 			return
 		}
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-			if closing, full := s.atLimit(); closing || full {
+			closing, full := s.atLimit()
+			if full && !closing {
+				// a bare server/discover does not count against MaxSessions
+				// (its SDK session gets no incarnation): it is served at the limit
+				var bare bool
+				bare, r.Body = peekDiscover(r.Body)
+				full = !bare
+			}
+			if closing || full {
 				msg := errClosing.Error()
 				if full {
 					err := sessionLimit(s.cfg.MaxSessions)
@@ -154,6 +166,31 @@ func (s *Server) Handler() (http.Handler, error) {
 		}
 		inner.ServeHTTP(w, r)
 	}), nil
+}
+
+// discoverPeekBytes bounds what peekDiscover reads of a body: a server/discover
+// request is a few hundred bytes.
+const discoverPeekBytes = 64 << 10
+
+// peekDiscover reports whether body is one JSON-RPC server/discover request, and
+// returns a body that reads the same bytes as the original. It reads at most
+// discoverPeekBytes (a longer body is not one); the rest stays unread.
+func peekDiscover(body io.ReadCloser) (bool, io.ReadCloser) {
+	head, err := io.ReadAll(io.LimitReader(body, discoverPeekBytes))
+	replay := struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), body), body}
+	if err != nil || len(head) == discoverPeekBytes {
+		return false, replay
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(head, &msg) != nil {
+		return false, replay
+	}
+	return msg.Method == "server/discover", replay
 }
 
 // versionProbe answers the SDK's per-request protocol-version lookup for requests

@@ -37,7 +37,7 @@ func Example_embedding() {
 	_, _ = sys.Jobs().MountAgents(ctx, sys.Scope()) // the agent registry: session id → live incarnation
 	// job_output, job_list and job_kill; it attaches the "tool-jobs" controller,
 	// without which Start is refused.
-	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
+	mount, err := jobtools.MountIn(ctx, sys.Jobs(), sys.Scope(), jobtools.Config{})
 	if err != nil {
 		panic(err)
 	}

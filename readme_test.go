@@ -163,7 +163,7 @@ func TestReadmeToolTableMatchesTheSchemas(t *testing.T) {
 	require.NoError(t, err)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
-	st, err := subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"}, subagenttool.Deps{Subagents: rt})
+	st, err := subagenttool.MountIn(t.Context(), sys.Scope(), subagenttool.Config{Provider: "spawn"}, subagenttool.Deps{Subagents: rt})
 	require.NoError(t, err)
 	shipped := append(append(jt.All(), st.Tool()), at.All()...)
 

@@ -110,7 +110,7 @@ func newEnvTB(t testing.TB, o envOpts) *env {
 	})
 	e := &env{sys: sys, logs: &logBuf{}}
 	var err error
-	e.mount, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	e.mount, err = jobtools.MountIn(context.Background(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(bg, sys.Scope())
 	require.NoError(t, err)

@@ -109,7 +109,7 @@ func scenarioNotices(st *stage) error {
 	}
 	defer st.shutdown(sys)
 	wakes := int64(wakeBudget)
-	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{MaxConsecutiveWakes: &wakes})
+	mount, err := jobtools.MountIn(context.Background(), sys.Jobs(), sys.Scope(), jobtools.Config{MaxConsecutiveWakes: &wakes})
 	if err != nil {
 		return err
 	}

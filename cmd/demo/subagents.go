@@ -75,7 +75,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	if err != nil {
 		return fail(err)
 	}
-	if s.jobs, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg); err != nil {
+	if s.jobs, err = jobtools.MountIn(context.Background(), sys.Jobs(), sys.Scope(), cfg); err != nil {
 		return fail(err)
 	}
 	st.emit(Event{Kind: KindMount, Text: "tool-jobs", Budget: resolved.MaxConsecutiveWakes,
@@ -97,7 +97,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 	if s.agent, err = agenttools.New(s.mgr, ""); err != nil {
 		return fail(err)
 	}
-	if s.tool, err = subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"},
+	if s.tool, err = subagenttool.MountIn(context.Background(), sys.Scope(), subagenttool.Config{Provider: "spawn"},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs(), Continuations: s.mgr}); err != nil {
 		return fail(err)
 	}
@@ -108,7 +108,7 @@ func openSubagents(st *stage, loop owner.Surface, thinking chan<- string) (*suba
 			Cwd: filepath.Dir(st.store), Logger: st.logger()}); err != nil {
 			return fail(err)
 		}
-		if s.acp, err = subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
+		if s.acp, err = subagenttool.MountIn(context.Background(), sys.Scope(), subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
 			subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()}); err != nil {
 			return fail(err)
 		}

@@ -77,7 +77,7 @@ func scenarioWorkflow(st *stage) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg)
+	jobs, err := jobtools.MountIn(context.Background(), sys.Jobs(), sys.Scope(), cfg)
 	if err != nil {
 		return err
 	}

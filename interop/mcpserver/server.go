@@ -171,7 +171,7 @@ func New(sys *troupe.System, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mount, err := jobtools.MountIn(sys.Jobs(), sc, cfg.jobs())
+	mount, err := jobtools.MountIn(context.Background(), sys.Jobs(), sc, cfg.jobs())
 	if err != nil {
 		_ = sc.Dispose(context.Background())
 		return nil, err

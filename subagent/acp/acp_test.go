@@ -513,9 +513,9 @@ func background(t *testing.T, cfg acp.Config) (call func(tool tools.Tool, args s
 	require.NoError(t, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(t, err)
-	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
+	jobs, err := jobtools.MountIn(t.Context(), sys.Jobs(), sc, jobtools.Config{})
 	require.NoError(t, err)
-	m, err := subagenttool.MountIn(sc, subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
+	m, err := subagenttool.MountIn(t.Context(), sc, subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
 	require.NoError(t, err)
 	parent, err := sys.NewAgent(sc, "parent")

@@ -49,7 +49,7 @@ func BenchmarkMemorySettledNoticedRecord(b *testing.B) {
 	var per, notices float64
 	for i := 0; i < b.N; i++ {
 		r := newRig(b)
-		_, err := jobtools.MountIn(r.sys.Jobs(), r.sys.Scope(), jobtools.DefaultConfig())
+		_, err := jobtools.MountIn(b.Context(), r.sys.Jobs(), r.sys.Scope(), jobtools.DefaultConfig())
 		require.NoError(b, err)
 		owners := r.agents(b, "mem", memOwners)
 		base := processes(r.sys)

@@ -59,7 +59,7 @@ func TestOutputOverTheCap(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
-	mount, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
+	mount, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
 
 	spec := process.Shell(floodCommand, process.Config{})

@@ -120,9 +120,9 @@ func TestInteropA09_BackgroundDelegationKilled(t *testing.T) {
 	require.NoError(t, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(t, err)
-	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
+	jobs, err := jobtools.MountIn(t.Context(), sys.Jobs(), sc, jobtools.Config{})
 	require.NoError(t, err)
-	m, err := subagenttool.MountIn(sc, subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
+	m, err := subagenttool.MountIn(t.Context(), sc, subagenttool.Config{Provider: "acp", ProviderManagedDepth: true},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
 	require.NoError(t, err)
 	surf := &surface{calls: make(chan string, 16)}

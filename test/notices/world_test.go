@@ -249,7 +249,7 @@ func newWorld(t testing.TB, cfg jobtools.Config, d *harness.Dispatcher, noise fu
 	require.NoError(t, err)
 	preset, err := sys.Scope().Child("preset")
 	require.NoError(t, err)
-	m, err := jobtools.MountIn(sys.Jobs(), preset, cfg)
+	m, err := jobtools.MountIn(context.Background(), sys.Jobs(), preset, cfg)
 	require.NoError(t, err)
 	settled := &settlements{chans: map[string]chan *messages.JobSnapshot{}}
 	_, err = sys.Jobs().OnJobDone(context.Background(), preset, settled.observe)

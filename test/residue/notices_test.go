@@ -31,13 +31,13 @@ func TestLongIncarnationNoticesOncePerJob(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
-	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	surface := &countingSurface{}
 	a, err := sys.NewAgent(nil, "long", owner.Options{Surface: surface})
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
-	_, err = jobtools.MountIn(sys.Jobs(), a.Scope(), jobtools.DefaultConfig())
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), a.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), stepBudget)

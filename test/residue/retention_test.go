@@ -42,7 +42,7 @@ func newRetentionEnv(t *testing.T, owners int, mutate func(*troupe.Config)) *ret
 	ctx := context.Background()
 	_, err := sys.Jobs().MountAgents(ctx, sys.Scope())
 	require.NoError(t, err)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(ctx, sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	e := &retentionEnv{sys: sys, mount: m, done: make(chan string, 1024)}
 	_, err = sys.Jobs().OnJobDone(ctx, sys.Scope(), func(_ *messages.JobSnapshot, o registry.Owner) { e.done <- o.Session })

@@ -175,7 +175,7 @@ func (e *hostileEnv) tool(name string, args any) (string, bool) {
 func TestHostileInput_EverySurfaceIsBoundedAndValid(t *testing.T) {
 	noLeaks(t)
 	sys, _ := troupetest.NewSystem(t)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)

@@ -33,7 +33,7 @@ func (i *inbox) Followup(m owner.Message) error { i.msgs <- m; return nil }
 func humanSystem(t *testing.T) (*troupe.System, *controller.Controller, *owner.Agent, *inbox) {
 	t.Helper()
 	sys, _ := troupetest.NewSystem(t)
-	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	_, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)

@@ -132,7 +132,7 @@ func TestNoHang_CancelThatBlocksDelaysOnlyItsOwnJob(t *testing.T) {
 	requireAborted(t, err, context.Canceled)
 
 	// The model tools keep answering, each at its call's context.
-	tl, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
+	tl, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
 	listText := okText(t, callTool(ctx(t), tl, 1, tools.Caller{}, jobtools.NameList, `{}`))
 	require.Contains(t, listText, badID)
@@ -438,7 +438,7 @@ func TestNoHang_EveryWaitingCallEndsWithItsCtx(t *testing.T) {
 	_, ok := e.m.Status(done, "c1")
 	require.False(t, ok)
 	// The tools pass their call's context.
-	tl, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
+	tl, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{})
 	require.NoError(t, err)
 	for _, name := range []string{jobtools.NameList, jobtools.NameOutput, jobtools.NameKill} {
 		res := callTool(done, tl, 1, tools.Caller{}, name, `{"job_id":"`+id+`"}`)

@@ -41,7 +41,7 @@ func jobOutput(t *testing.T, m *jobtools.Mount, id string) string {
 
 func TestSpec116_StderrSectionAndLogChannelStayOutOfTheModelsView(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	buf := output.New(0)
 	id, err := sys.Jobs().Start(context.Background(), bufferJob(buf))
@@ -55,7 +55,7 @@ func TestSpec116_StderrSectionAndLogChannelStayOutOfTheModelsView(t *testing.T) 
 
 func TestSpec117_DroppedOutputLineWhenRetentionEvicted(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	buf := output.New(16)
 	id, err := sys.Jobs().Start(context.Background(), bufferJob(buf))

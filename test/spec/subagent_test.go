@@ -47,7 +47,7 @@ func newSubEnv(t *testing.T, withJobTools bool) *subEnv {
 	require.NoError(t, err)
 	e := &subEnv{sys: sys, rt: rt, sc: childScope(t, sys.Scope(), "plugins")}
 	if withJobTools {
-		e.jobs, err = jobtools.MountIn(sys.Jobs(), e.sc, jobtools.Config{})
+		e.jobs, err = jobtools.MountIn(t.Context(), sys.Jobs(), e.sc, jobtools.Config{})
 		require.NoError(t, err)
 	}
 	e.parent = agentUnder(t, sys, e.sc, "parent")
@@ -77,7 +77,7 @@ func (e *subEnv) deps() subagenttool.Deps {
 // mount mounts the subagent tool in the plugin scope.
 func (e *subEnv) mount(t *testing.T, cfg subagenttool.Config, deps subagenttool.Deps) *subagenttool.Mount {
 	t.Helper()
-	m, err := subagenttool.MountIn(e.sc, cfg, deps)
+	m, err := subagenttool.MountIn(t.Context(), e.sc, cfg, deps)
 	require.NoError(t, err)
 	return m
 }
@@ -464,7 +464,7 @@ func TestSpec144_ContinuableModeNeedsAContinuableProvider(t *testing.T) {
 	t.Run("provider registered first", func(t *testing.T) {
 		e := newSubEnv(t, false)
 		e.register(t, plain())
-		_, err := subagenttool.MountIn(e.sc, cfg, e.deps())
+		_, err := subagenttool.MountIn(t.Context(), e.sc, cfg, e.deps())
 		require.EqualError(t, err, want)
 	})
 	t.Run("tool mounted first", func(t *testing.T) {

@@ -37,7 +37,7 @@ func TestSpec066_WaitDefaultAboveCapFailsToLoad(t *testing.T) {
 	sys, _ := troupetest.NewSystem(t)
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
-	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{WaitTimeoutMs: i64(100), MaxWaitTimeoutMs: i64(50)})
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{WaitTimeoutMs: i64(100), MaxWaitTimeoutMs: i64(50)})
 	require.ErrorIs(t, err, messages.ErrInvalidConfig)
 	require.ErrorContains(t, err, "waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)")
 	require.Equal(t, "tool-jobs: waitTimeoutMs (100) exceeds maxWaitTimeoutMs (50)", err.Error())
@@ -47,7 +47,7 @@ func TestSpec066_WaitDefaultAboveCapFailsToLoad(t *testing.T) {
 	requireHinted(t, err, prefixNoController)
 
 	// Equal values are fine.
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{WaitTimeoutMs: i64(50), MaxWaitTimeoutMs: i64(50)})
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{WaitTimeoutMs: i64(50), MaxWaitTimeoutMs: i64(50)})
 	require.NoError(t, err)
 	require.NoError(t, m.Dispose(ctx(t)))
 }
@@ -65,12 +65,12 @@ func TestSpec067_MaxConsecutiveWakesMustBeWholeTurns(t *testing.T) {
 
 	sys, _ := troupetest.NewSystem(t)
 	// In Go the value is an integer; one above 2^53−1 is not a safe integer.
-	_, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{MaxConsecutiveWakes: i64(1 << 53)})
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.Config{MaxConsecutiveWakes: i64(1 << 53)})
 	require.EqualError(t, err, "tool-jobs: maxConsecutiveWakes (9007199254740992) must be a whole number of turns")
 
 	cfg, err := jobtools.ParseConfig([]byte(`{"maxConsecutiveWakes":1}`))
 	require.NoError(t, err)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg)
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), cfg)
 	require.NoError(t, err)
 	require.Equal(t, 1, m.Config().MaxConsecutiveWakes)
 }
@@ -80,7 +80,7 @@ func TestSpec068_DisposingTheMountDisarmsStart(t *testing.T) {
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	preset := childScope(t, sys.Scope(), "preset")
-	m, err := jobtools.MountIn(sys.Jobs(), preset, jobtools.Config{})
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), preset, jobtools.Config{})
 	require.NoError(t, err)
 	alice := agentUnder(t, sys, preset, "alice")
 
@@ -100,7 +100,7 @@ func TestSpec069_ZeroConfigMountServesTools(t *testing.T) {
 	_, err := sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
 	preset := childScope(t, sys.Scope(), "preset")
-	m, err := jobtools.MountIn(sys.Jobs(), preset, jobtools.Config{})
+	m, err := jobtools.MountIn(t.Context(), sys.Jobs(), preset, jobtools.Config{})
 	require.NoError(t, err)
 
 	names := []string{}

@@ -95,7 +95,7 @@ func serveTools(t *testing.T, cfg jobtools.Config) *toolEnv {
 	var err error
 	e.agents, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(t, err)
-	e.mount, err = jobtools.MountIn(sys.Jobs(), sys.Scope(), cfg)
+	e.mount, err = jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), cfg)
 	require.NoError(t, err)
 	return e
 }

@@ -300,9 +300,9 @@ func TestSpec109_SiblingMountsDeliverOnce(t *testing.T) {
 	require.NoError(t, err)
 	a := childScope(t, sys.Scope(), "preset-a")
 	b := childScope(t, sys.Scope(), "preset-b")
-	_, err = jobtools.MountIn(sys.Jobs(), a, jobtools.Config{})
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), a, jobtools.Config{})
 	require.NoError(t, err)
-	_, err = jobtools.MountIn(sys.Jobs(), b, jobtools.Config{})
+	_, err = jobtools.MountIn(t.Context(), sys.Jobs(), b, jobtools.Config{})
 	require.NoError(t, err)
 	e := &toolEnv{sys: sys}
 	alice, s := e.agent(t, a, "alice")

@@ -81,7 +81,7 @@ func newEnv(t *testing.T, mutate ...func(*workflow.Config)) *env {
 	require.NoError(t, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(t, err)
-	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
+	jobs, err := jobtools.MountIn(t.Context(), sys.Jobs(), sc, jobtools.Config{})
 	require.NoError(t, err)
 	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)

@@ -78,7 +78,7 @@ func newRaceWorld(t *testing.T) *raceWorld {
 	require.NoError(t, err)
 	plugins, err := sys.Scope().Child("plugins")
 	require.NoError(t, err)
-	jobs, err := jobtools.MountIn(sys.Jobs(), plugins, jobtools.Config{})
+	jobs, err := jobtools.MountIn(t.Context(), sys.Jobs(), plugins, jobtools.Config{})
 	require.NoError(t, err)
 	ctl, err := sys.StartController(controller.Config{})
 	require.NoError(t, err)

@@ -27,7 +27,7 @@ import (
 // pipeline (decode, read, render, finalize). Baseline: BenchmarkRawRead.
 func BenchmarkJobOutputStream(b *testing.B) {
 	sys, _ := troupetest.NewSystem(b)
-	m, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	m, err := jobtools.MountIn(b.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(b, err)
 	p := troupetest.NewProducer()
 	p.Stream = true
@@ -69,7 +69,7 @@ func (c chanSurface) Followup(owner.Message) error { c <- time.Now(); return nil
 // notice reaching the owner's delivery surface.
 func BenchmarkNoticeLatency(b *testing.B) {
 	sys, _ := troupetest.NewSystem(b)
-	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	_, err := jobtools.MountIn(b.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(b, err)
 	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(b, err)

@@ -64,7 +64,7 @@ func FuzzDecodeArgs(f *testing.F) {
 		f.Fatal(err)
 	}
 	one, two := int64(1), int64(2)
-	m, err := MountIn(sys.Jobs(), sys.Scope(), Config{WaitTimeoutMs: &one, MaxWaitTimeoutMs: &two})
+	m, err := MountIn(f.Context(), sys.Jobs(), sys.Scope(), Config{WaitTimeoutMs: &one, MaxWaitTimeoutMs: &two})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func FuzzHostileJob(f *testing.F) {
 	if _, err := sys.Jobs().MountAgents(context.Background(), sys.Scope()); err != nil {
 		f.Fatal(err)
 	}
-	m, err := MountIn(sys.Jobs(), sys.Scope(), DefaultConfig())
+	m, err := MountIn(f.Context(), sys.Jobs(), sys.Scope(), DefaultConfig())
 	if err != nil {
 		f.Fatal(err)
 	}

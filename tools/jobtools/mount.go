@@ -31,18 +31,18 @@ type Mount struct {
 
 // MountIn validates cfg (SPEC §3.1's load-time errors) and mounts the tools of the
 // job registry jobs (troupe.System.Jobs()) in sc.
-func MountIn(jobs *registry.Client, sc *scope.Scope, cfg Config) (*Mount, error) {
+func MountIn(ctx context.Context, jobs *registry.Client, sc *scope.Scope, cfg Config) (*Mount, error) {
 	t, err := New(jobs, cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := &Mount{Tools: t, scope: sc}
-	ctl, err := jobs.AttachController(context.Background(), sc, ControllerName)
+	ctl, err := jobs.AttachController(ctx, sc, ControllerName)
 	if err != nil {
 		return nil, err
 	}
 	m.effects = append(m.effects, ctl)
-	lis, err := jobs.OnJobDone(context.Background(), sc, t.notifier(jobs.Root()))
+	lis, err := jobs.OnJobDone(ctx, sc, t.notifier(jobs.Root()))
 	if err != nil {
 		_ = ctl.Run(context.Background())
 		return nil, err

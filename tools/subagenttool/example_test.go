@@ -20,8 +20,8 @@ func ExampleMountIn() {
 	rt, _ := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	_, _ = rt.RegisterProvider(ctx, sys.Scope(), subagent.NewSpawn(sys.Actors(), subagent.NewScripted(subagent.Reply{Text: "42"})))
 
-	jobs, _ := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.Config{})
-	m, _ := subagenttool.MountIn(sys.Scope(), subagenttool.Config{Provider: "spawn"},
+	jobs, _ := jobtools.MountIn(ctx, sys.Jobs(), sys.Scope(), jobtools.Config{})
+	m, _ := subagenttool.MountIn(ctx, sys.Scope(), subagenttool.Config{Provider: "spawn"},
 		subagenttool.Deps{Subagents: rt, Jobs: sys.Jobs()})
 	agent, _ := sys.NewAgent(nil, "main")
 	_ = sys.Jobs().RegisterAgent(ctx, agent)

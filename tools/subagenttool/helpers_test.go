@@ -47,7 +47,7 @@ func newEnv(tb testing.TB) *env {
 	require.NoError(tb, err)
 	sc, err := sys.Scope().Child("plugins")
 	require.NoError(tb, err)
-	jobs, err := jobtools.MountIn(sys.Jobs(), sc, jobtools.Config{})
+	jobs, err := jobtools.MountIn(context.Background(), sys.Jobs(), sc, jobtools.Config{})
 	require.NoError(tb, err)
 	parent, err := sys.NewAgent(sc, "parent")
 	require.NoError(tb, err)
@@ -66,7 +66,7 @@ func (e *env) deps() subagenttool.Deps { return subagenttool.Deps{Subagents: e.r
 
 func (e *env) mount(tb testing.TB, cfg subagenttool.Config) *subagenttool.Mount {
 	tb.Helper()
-	m, err := subagenttool.MountIn(e.sc, cfg, e.deps())
+	m, err := subagenttool.MountIn(context.Background(), e.sc, cfg, e.deps())
 	require.NoError(tb, err)
 	return m
 }

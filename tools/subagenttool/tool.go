@@ -80,7 +80,7 @@ type Mount struct {
 // mounts the tool in sc, where it follows provider-added and provider-removed: a
 // provider added later that fails the checks is refused (its registration fails
 // with the check's error). Disposing the mount, or sc, stops the following.
-func MountIn(sc *scope.Scope, cfg Config, deps Deps) (*Mount, error) {
+func MountIn(ctx context.Context, sc *scope.Scope, cfg Config, deps Deps) (*Mount, error) {
 	r, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
@@ -89,11 +89,15 @@ func MountIn(sc *scope.Scope, cfg Config, deps Deps) (*Mount, error) {
 		return nil, invalid("tool-subagent: a subagent runtime is required (subagenttool.Deps.Subagents)")
 	}
 	m := &Mount{cfg: r, deps: deps, schema: schema(r), desc: description(r)}
-	if m.listen, err = deps.Subagents.Listen(context.Background(), sc, m.follow); err != nil {
+	if m.listen, err = deps.Subagents.Listen(ctx, sc, m.follow); err != nil {
 		return nil, err
 	}
 	s0 := m.state.Load()
-	p := deps.Subagents.Provider(context.Background(), r.Provider)
+	p := deps.Subagents.Provider(ctx, r.Provider)
+	if err := ctx.Err(); err != nil { // the lookup was cut short: p says nothing
+		_ = m.listen.Run(context.Background())
+		return nil, err
+	}
 	if p != nil {
 		if err := m.check(p); err != nil {
 			_ = m.listen.Run(context.Background())

@@ -86,9 +86,9 @@ func TestNumericMaxDepthNeedsDepthLimit(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.register(t, plain())
-	_, err := subagenttool.MountIn(e.sc, subagenttool.Config{Provider: "plain"}, e.deps())
+	_, err := subagenttool.MountIn(t.Context(), e.sc, subagenttool.Config{Provider: "plain"}, e.deps())
 	require.EqualError(t, err, want)
-	_, err = subagenttool.MountIn(e.sc, subagenttool.Config{Provider: "plain", MaxDepth: i64(5)}, e.deps())
+	_, err = subagenttool.MountIn(t.Context(), e.sc, subagenttool.Config{Provider: "plain", MaxDepth: i64(5)}, e.deps())
 	require.EqualError(t, err, want)
 	m := e.mount(t, subagenttool.Config{Provider: "plain", ProviderManagedDepth: true})
 	require.True(t, m.Available())
@@ -345,4 +345,20 @@ func TestParallelBackgroundCallsGetDistinctJobs(t *testing.T) {
 		require.Equal(t, "[status: completed]", jobtools.StatusLine(snap))
 	}
 	require.Len(t, seen, n)
+}
+
+// MountIn's ctx bounds its listener registration and provider lookup: with ctx
+// ended it fails with ctx's error and leaves no listener layer behind.
+func TestMountInWithAnEndedContextLeavesNoListener(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, &subagent.ScriptedProvider{ProviderName: "plain", Runner: subagent.NewScripted()})
+	before := e.rt.ListenerLayers(t.Context())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := subagenttool.MountIn(ctx, e.sc, subagenttool.Config{Provider: "plain", ProviderManagedDepth: true}, e.deps())
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, before, e.rt.ListenerLayers(t.Context()), "a failed mount left its listener")
+	m := e.mount(t, subagenttool.Config{Provider: "plain", ProviderManagedDepth: true})
+	require.True(t, m.Available())
+	require.Equal(t, before+1, e.rt.ListenerLayers(t.Context()))
 }

@@ -246,7 +246,7 @@ func newEnv(t *testing.T, o opts) *env {
 		c.Clock = func() time.Time { return time.UnixMilli(e.now.Load()) }
 	})
 	e.sys = sys
-	_, err := jobtools.MountIn(sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	_, err := jobtools.MountIn(t.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(t, err)
 	_, err = sys.Jobs().MountAgents(bg, sys.Scope())
 	require.NoError(t, err)

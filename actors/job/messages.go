@@ -50,6 +50,14 @@ type KillResult struct {
 	Result   messages.KillResult
 	Snapshot *messages.JobSnapshot
 	Err      error
+	// Free reports that whoever answered holds no reference to the Kill, nor to its
+	// Reply, any more: the sender may reuse both for its next kill. Only the
+	// registry sets it: for a kill its Client sent it that it answered without
+	// routing, and for a landed kill it answers from the job actor's StopRequested
+	// (the job actor has let go of the Kill when it sends that). Every other answer
+	// (the job actor's own, a forwarded kill's) leaves it false, and a Kill
+	// answered without it is never reused.
+	Free bool
 }
 
 // Wait waits for settlement. Ctx carries the wait's own deadline (cause

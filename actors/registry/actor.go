@@ -292,7 +292,7 @@ func (r *registryActor) Receive(c actor.Context) {
 		// A job actor stopped. Normally it handed its job over first; if not, its
 		// Settled (sent from its Stopping handler) is already queued ahead of this
 		// self-sent check, which then finds the record settled.
-		id := strings.TrimPrefix(m.Who.Id, c.Self().Id+"/")
+		id := strings.TrimPrefix(m.Who.Id, r.life.prefix) // "registry/", set when the registry started
 		if rec := r.idx.get(id); rec != nil && rec.live() && !r.life.stopping {
 			c.Send(c.Self(), &jobGone{id: id}) // which reports the stop after the settlement
 			return

@@ -117,11 +117,11 @@ func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
 		r.read(c, jm, true)
 	case *job.Kill:
 		if err != nil {
-			jm.Reply <- job.KillResult{Err: err}
+			jm.Reply <- job.KillResult{Err: err, Free: true}
 			return
 		}
 		jm.Caller = s
-		r.kill(c, jm)
+		r.kill(c, jm, true)
 	case *job.Wait:
 		if err != nil {
 			jm.Reply <- job.WaitResult{Err: err}
@@ -149,7 +149,7 @@ func (r *registryActor) forwarded(c actor.Context, m job.Routable) {
 	case *job.Read:
 		r.read(c, m, false)
 	case *job.Kill:
-		r.kill(c, m)
+		r.kill(c, m, false)
 	case *job.Wait:
 		r.wait(c, m)
 	case *job.WaitEnd:

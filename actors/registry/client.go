@@ -30,6 +30,8 @@ type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
 	reads   sync.Pool // freed readCalls, reused by Read
+	kills   sync.Pool // freed killCalls, reused by Kill
+	settles sync.Pool // answered settleCalls, reused by AwaitSettled
 	stopped <-chan struct{}
 	tokens  atomic.Uint64
 	calls   sync.Pool // answered startCalls, reused by Start
@@ -165,16 +167,33 @@ func (c *Client) AwaitSettled(ctx context.Context, id string, caller Caller) (*m
 	if ctx.Err() != nil {
 		return nil, job.Aborted(ctx)
 	}
-	reply := make(chan getRes, 1)
-	c.root.Send(c.pid, &observeReq{id: id, caller: caller, reply: reply})
+	call, _ := c.settles.Get().(*settleCall)
+	if call == nil {
+		reply := make(chan getRes, 1)
+		call = &settleCall{req: observeReq{reply: reply}, reply: reply}
+	}
+	call.req.id, call.req.caller = id, caller
+	c.root.Send(c.pid, &call.req)
 	select {
-	case res := <-reply:
+	case res := <-call.reply:
+		call.req.id, call.req.caller = "", Caller{}
+		c.settles.Put(call)
 		return res.snap, res.err
 	case <-c.stopped:
 		return nil, stoppedErr()
 	case <-ctx.Done():
-		return nil, job.Aborted(ctx)
+		return nil, job.Aborted(ctx) // the registry may still answer: the call is dropped
 	}
+}
+
+// settleCall is one AwaitSettled's request and its reply channel, reused once
+// answered: the registry answers an observeReq exactly once, and by then holds
+// neither the request (read when it arrives) nor the channel (an observer's entry
+// is deleted when it is answered). A call whose wait ended without the answer is
+// never reused. The pool is the Client's, not the process's (see readCall).
+type settleCall struct {
+	req   observeReq
+	reply chan getRes
 }
 
 // Record returns a job's output record (nil if the job declared none) and a
@@ -281,13 +300,43 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 	if ctx.Err() != nil {
 		return 0, nil, job.Aborted(ctx)
 	}
-	reply := make(chan job.KillResult, 1)
-	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: reply}})
-	res, err := await(ctx, c, reply)
+	call, _ := c.kills.Get().(*killCall)
+	if call == nil {
+		call = newKillCall()
+	}
+	call.as.caller = caller
+	call.kill = job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: call.reply}
+	c.root.Send(c.pid, &call.as)
+	res, err := await(ctx, c, call.reply)
 	if err != nil {
+		// The registry or the job actor may still take the kill up and answer it: the
+		// call is dropped.
 		return 0, nil, err
 	}
+	if res.Free {
+		call.as.caller = Caller{}
+		call.kill = job.Kill{} // the pool holds no context, id, reason or agent
+		c.kills.Put(call)
+	}
 	return res.Result, res.Snapshot, res.Err
+}
+
+// killCall is one Kill's request (the asCaller envelope and the job.Kill it
+// carries) and its reply channel, reused across Kills. A kill is answered exactly
+// once; an answer marked Free (job.KillResult.Free) says nothing holds the request
+// or the channel any more. A call whose wait ended without its answer (an abort, a
+// stopped registry), or answered unfreed, is never reused. The pool is the
+// Client's, not the process's (see readCall).
+type killCall struct {
+	as    asCaller
+	kill  job.Kill
+	reply chan job.KillResult
+}
+
+func newKillCall() *killCall {
+	call := &killCall{reply: make(chan job.KillResult, 1)}
+	call.as.msg = &call.kill
+	return call
 }
 
 // Wait waits up to timeout for the job to settle (SPEC §2.8, §1.3 rules 10–11). On

@@ -74,7 +74,7 @@ func (r *registryActor) receiveProto(c actor.Context) bool {
 			return true
 		}
 		reply := make(chan job.KillResult, 1)
-		r.kill(c, &job.Kill{ID: m.JobId, Caller: caller, Reason: m.Reason, NoClaim: m.NoClaim, Reply: reply})
+		r.kill(c, &job.Kill{ID: m.JobId, Caller: caller, Reason: m.Reason, NoClaim: m.NoClaim, Reply: reply}, false)
 		r.relay(c, func(stopped <-chan struct{}) proto.Message {
 			select {
 			case res := <-reply:

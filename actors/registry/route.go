@@ -106,10 +106,14 @@ func (r *registryActor) toHooks(c actor.Context, rec *record, msg job.Routable) 
 	c.Send(rec.pid, r.shared.Stamp(msg))
 }
 
-func (r *registryActor) kill(c actor.Context, m *job.Kill) {
+// kill answers m, or routes it to the live job's actor. own: m came from this
+// registry's Client (serveAs), so an answer sent here frees it for the Client's
+// next kill (job.KillResult.Free); once routed, the answer that frees it is
+// stopRequested's.
+func (r *registryActor) kill(c actor.Context, m *job.Kill, own bool) {
 	rec, err := r.access(m.ID, m.Caller)
 	if err != nil {
-		m.Reply <- job.KillResult{Err: err}
+		m.Reply <- job.KillResult{Err: err, Free: own}
 		return
 	}
 	if rec.live() {
@@ -122,7 +126,7 @@ func (r *registryActor) kill(c actor.Context, m *job.Kill) {
 	if !m.NoClaim {
 		rec.reported = true
 	}
-	m.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_ALREADY_FINISHED, Snapshot: rec.snapshot()}
+	m.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_ALREADY_FINISHED, Snapshot: rec.snapshot(), Free: own}
 }
 
 func (r *registryActor) wait(c actor.Context, m *job.Wait) {
@@ -174,6 +178,7 @@ func (r *registryActor) stopRequested(c actor.Context, m *job.StopRequested) {
 		r.settled(c, m.Settled)
 	}
 	if m.Kill != nil {
-		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: snap}
+		// The job actor let go of the Kill when it sent this: the answer frees it.
+		m.Kill.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_REQUESTED, Snapshot: snap, Free: true}
 	}
 }

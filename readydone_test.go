@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,9 +69,13 @@ func TestReadyDoneSettlesWithoutAWatcherGoroutine(t *testing.T) {
 	snap, err = jobs.Get(ctx, id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.Status)
+	// the job actor hands its Done to the watcher after it started, and a shard
+	// whose last entry settled may exit: the shard is looked for while the job
+	// waits (no event tells when the shard's goroutine has started)
+	require.Eventually(t, func() bool { return watcherShards() == 1 }, 10*time.Second, time.Millisecond,
+		"an empty Done is watched by a shard")
 	later <- job.Outcome{Status: job.Completed}
 	snap, err = jobs.AwaitSettled(ctx, id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_COMPLETED, snap.Status)
-	require.Equal(t, 1, watcherShards(), "an empty Done is watched by a shard")
 }

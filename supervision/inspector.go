@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -130,7 +131,7 @@ func StartInspector(system *actor.ActorSystem, cfg InspectorConfig) (*Inspector,
 	// so every sender paid for applying and forwarding the event. The actor never
 	// blocks: it only applies, copies and forwards.
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)))
+		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)), actor.WithMailbox(mailbox.Producer))
 	if cfg.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
 	}

@@ -36,7 +36,8 @@
 // protoactor has no tree API, so troupe keeps its own index: the supervision actor
 // ([Inspector], spawned first by troupe.New, stopped last; System.Tree() returns it).
 // Every troupe actor reports its lifecycle to it as plain Go messages ([Emit]; the
-// registry sends a job's three in compact form, [EmitJob]):
+// registry sends a job's three in compact form, [EmitJob], its settled and stopped
+// together in one message, [JobEnded]):
 //
 //	spawned    a node and its parent (a job: the registry, with its owner session;
 //	           an Activation: the directory, with its child session; the others: the root)

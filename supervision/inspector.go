@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -82,9 +83,20 @@ func (m *JobStopped) Event() Event {
 	return Event{Kind: Stopped, Node: Ref{Kind: KindJob, ID: m.ID}, Cause: m.Cause}
 }
 
-// EmitJob sends a job node's compact event (*JobSpawned, *JobSettled or
-// *JobStopped) to the inspector at to, as Emit does; a nil to sends nothing.
-func EmitJob[E JobSpawned | JobSettled | JobStopped](c actor.SenderContext, to *actor.PID, e E) {
+// JobEnded is a job's Settled and Stopped events in one message: the registry
+// holds a job's Settled event from its settlement commit until its actor has
+// stopped (a few handler runs later: the commit poisons the actor) and sends both
+// together, one message to the inspector where there were two (each message to an
+// idle inspector is a worker's wake, which cost more CPU than applying the event).
+// The inspector applies Settled, then Stopped, each exactly as if sent on its own.
+type JobEnded struct {
+	Settled JobSettled
+	Stopped JobStopped
+}
+
+// EmitJob sends a job node's compact event (*JobSpawned, *JobSettled, *JobStopped
+// or *JobEnded) to the inspector at to, as Emit does; a nil to sends nothing.
+func EmitJob[E JobSpawned | JobSettled | JobStopped | JobEnded](c actor.SenderContext, to *actor.PID, e E) {
 	if to != nil {
 		c.Send(to, &e)
 	}
@@ -130,7 +142,7 @@ func StartInspector(system *actor.ActorSystem, cfg InspectorConfig) (*Inspector,
 	// so every sender paid for applying and forwarding the event. The actor never
 	// blocks: it only applies, copies and forwards.
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)))
+		actor.WithGuardian(Restarting(InspectorDecider, Intensity{}, nil)), actor.WithMailbox(mailbox.Producer))
 	if cfg.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
 	}
@@ -303,6 +315,9 @@ func (a *inspectorActor) Receive(c actor.Context) {
 		a.apply(c, m.Event(), nil)
 	case *JobStopped:
 		a.apply(c, m.Event(), nil)
+	case *JobEnded:
+		a.apply(c, m.Settled.Event(), nil)
+		a.apply(c, m.Stopped.Event(), nil)
 	case *snapshotReq:
 		m.reply <- a.tree.Snapshot()
 	case *statsReq:

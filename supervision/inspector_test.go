@@ -291,3 +291,42 @@ func TestInspectorAppliesCompactJobEventsAsTheirEvents(t *testing.T) {
 	_, ok = snap.Node(job1)
 	require.False(t, ok, "the stopped job is gone from the tree")
 }
+
+// A job's JobEnded is its Settled and Stopped events, applied in that order as if
+// each were sent on its own: numbered one after the other, forwarded as those two
+// Events, and the node gone from the tree.
+func TestInspectorAppliesJobEndedAsSettledThenStopped(t *testing.T) {
+	system, in := startInspector(t)
+	root := system.Root
+	supervision.Emit(root, in.PID(), spawned(registry, supervision.Root))
+	spawn := supervision.JobSpawned{Registry: registry.ID, ID: job1.ID, Actor: registry.ID + "/" + job1.ID, Session: "alice"}
+	supervision.EmitJob(root, in.PID(), spawn)
+	sub, _, err := in.Subscribe(ctxT(t))
+	require.NoError(t, err)
+	defer sub.Cancel()
+	ended := supervision.JobEnded{
+		Settled: supervision.JobSettled{ID: job1.ID, Status: "completed", Cause: supervision.CauseProducer},
+		Stopped: supervision.JobStopped{ID: job1.ID, Cause: supervision.CauseNone},
+	}
+	supervision.EmitJob(root, in.PID(), ended)
+	for i, want := range []supervision.Event{ended.Settled.Event(), ended.Stopped.Event()} {
+		got := next(t, sub)
+		require.Equal(t, uint64(i+3), got.Seq)
+		got.Seq, got.At = 0, time.Time{}
+		require.Equal(t, want, got)
+	}
+	snap, err := in.Snapshot(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), snap.Seq)
+	_, ok := snap.Node(job1)
+	require.False(t, ok, "the stopped job is gone from the tree")
+	st, err := in.Stats(ctxT(t))
+	require.NoError(t, err)
+	require.Zero(t, st.Rejected)
+
+	// Out of order (a Stopped of a node never spawned): both are refused, as alone.
+	supervision.EmitJob(root, in.PID(), ended)
+	st, err = in.Stats(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), st.Rejected)
+}

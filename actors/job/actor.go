@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -43,10 +44,12 @@ type Shared struct {
 // must be used by one goroutine at a time (the registry actor). Job actors are
 // never restarted (supervision stops them), so the producer never runs later.
 //
-// Their mailbox is protoactor's lock-free unbounded one: a job actor gets a handful
-// of messages in its life, and the default mailbox's ring buffer (goring: 10 slots,
-// ~250 B with its headers) was held by every live job, where the linked queue
-// holds one 24-B node.
+// Their mailbox is internal/mailbox's: a job actor gets a handful of messages in
+// its life (Started, its outcome, the registry's PoisonPill and the Stop it makes),
+// which protoactor's lock-free mailbox allocated a node each for, plus its two
+// queues and a closure per run; the default mailbox's ring buffer (goring: 10
+// slots, ~250 B with its headers) was held by every live job. internal/mailbox's
+// is as small idle (176 B) and allocates once.
 type Spawner struct {
 	props *actor.Props
 	// staged is the config of the spawn in progress, by value: a *Config kept
@@ -64,7 +67,7 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 		a := &jobActor{cfg: s.staged, core: NewCore()}
 		s.staged = Config{}
 		return a
-	}, actor.WithMailbox(actor.UnboundedLockfree()))
+	}, actor.WithMailbox(mailbox.Producer))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -43,7 +44,7 @@ func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Cli
 	c := &Client{root: system.Root, stopped: stopped}
 	// The registry supervises its job actors itself (registryActor.HandleFailure).
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
-		actor.WithGuardian(supervision.RegistryStrategy()))
+		actor.WithGuardian(supervision.RegistryStrategy()), actor.WithMailbox(mailbox.Producer))
 	if cfg.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
 	}

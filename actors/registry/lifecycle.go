@@ -14,15 +14,23 @@ import (
 // that decided it, and its actor's stop. Every event of a job comes from the
 // registry, so they reach the inspector in that order. Nothing is sent when
 // Config.Inspector is nil.
+//
+// A job's settled event is made at its settlement commit (its cause is decided
+// there) and sent with its stopped event once its actor has stopped
+// (supervision.JobEnded): one message to the inspector where there were two. The
+// commit poisons the actor, so the wait is that actor's few queued messages; a
+// job's events stay in their order, and every job's are sent before the
+// registry's own stop.
 
 // lifecycle is what the registry keeps to report causes. Touched only on the
 // registry's goroutine (Receive and HandleFailure).
 type lifecycle struct {
-	prefix   string                       // "registry/": a job actor's PID id is prefix + job id
-	stopping bool                         // the registry is stopping: a job actor's stop is final
-	causes   map[string]supervision.Cause // live jobs whose stop landed: the first of kill or teardown
-	crashed  map[string]bool              // jobs whose actor panicked, until it has stopped
-	jobs     actor.SupervisorStrategy     // how a failed job actor is supervised
+	prefix   string                            // "registry/": a job actor's PID id is prefix + job id
+	stopping bool                              // the registry is stopping: a job actor's stop is final
+	causes   map[string]supervision.Cause      // live jobs whose stop landed: the first of kill or teardown
+	crashed  map[string]bool                   // jobs whose actor panicked, until it has stopped
+	jobs     actor.SupervisorStrategy          // how a failed job actor is supervised
+	ended    map[string]supervision.JobSettled // settled jobs whose actor has not stopped yet: the event waits for its stop
 }
 
 func (r *registryActor) inspector() *actor.PID { return r.cfg.Inspector }
@@ -38,6 +46,12 @@ func (r *registryActor) ownLifecycle(c actor.Context) {
 		r.life.stopping = true
 	case *actor.Stopped:
 		r.runners.Close() // its job actors have stopped: no Cancel starts from now on
+		// Every job actor has stopped, so none is left here; one would be sent
+		// before the registry's stop all the same (the tree refuses it then).
+		for id, e := range r.life.ended {
+			delete(r.life.ended, id)
+			supervision.EmitJob(c, r.inspector(), e)
+		}
 		supervision.Emit(c, r.inspector(), supervision.Event{Kind: supervision.Stopped, Node: self, Cause: supervision.CauseTeardown})
 	}
 }
@@ -91,7 +105,10 @@ func (r *registryActor) jobSettled(c actor.Context, rec *record) {
 	if rec.hasDetail {
 		e.Detail = rec.detail
 	}
-	supervision.EmitJob(c, r.inspector(), e)
+	if r.life.ended == nil {
+		r.life.ended = map[string]supervision.JobSettled{}
+	}
+	r.life.ended[rec.ID] = e // sent with the job's stop (jobStopped)
 }
 
 // jobStopped reports that a job's actor has stopped: after its settlement, or
@@ -106,7 +123,13 @@ func (r *registryActor) jobStopped(c actor.Context, id string) {
 		delete(r.life.crashed, id)
 	}
 	delete(r.life.causes, id)
-	supervision.EmitJob(c, r.inspector(), supervision.JobStopped{ID: id, Cause: cause})
+	stopped := supervision.JobStopped{ID: id, Cause: cause}
+	if settled, ok := r.life.ended[id]; ok {
+		delete(r.life.ended, id)
+		supervision.EmitJob(c, r.inspector(), supervision.JobEnded{Settled: settled, Stopped: stopped})
+		return
+	}
+	supervision.EmitJob(c, r.inspector(), stopped)
 }
 
 // HandleFailure makes the registry its job actors' supervisor: it notes the job

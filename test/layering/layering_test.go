@@ -41,7 +41,7 @@ type layer struct {
 // implementations build on all of those; the facade wires them; the surfaces and
 // test support use the facade.
 var layers = []layer{
-	{"protocol", []string{"messages", "internal/fault", "internal/deliver", "internal/userauth"}},
+	{"protocol", []string{"messages", "internal/fault", "internal/deliver", "internal/userauth", "internal/mailbox"}},
 	{"foundations", []string{"scope", "session", "session/postgres", "supervision"}},
 	{"core actors", []string{"actors/owner", "actors/job", "actors/registry", "actors/controller"}},
 	{"seams", []string{"tools", "subagent"}},

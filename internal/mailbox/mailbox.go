@@ -1,0 +1,217 @@
+// Package mailbox is troupe's protoactor mailbox for its own actors: the job
+// actors, the job registry and the supervision inspector.
+//
+// It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
+// before user messages, each queue FIFO, one run at a time on the dispatcher, at
+// most Throughput messages between yields, SuspendMailbox / ResumeMailbox handled
+// by the mailbox itself (a suspended mailbox runs system messages only), a panic
+// in a handler escalated through the invoker (EscalateFailure) and the run going
+// on with the next message, a MessageBatch posted as its messages and then itself.
+//
+// What it does not do is allocate per message or per run. protoactor's mailboxes
+// allocate a queue node for every message of the lock-free queue (system messages
+// always use one), two queues with their stub nodes per mailbox, and a closure of
+// the run for every time an idle mailbox is scheduled. On the job lifecycle (a job
+// actor gets about four messages in its life, the registry and the inspector wake
+// several times per job) those were 14 of a job's 37 allocations. Here each queue
+// is a ring whose first slot is inline, grown by doubling (and kept) when more
+// messages wait at once, and the run's function value is made once. An idle
+// mailbox is 176 B with that function value, as protoactor's lock-free one is with
+// its two queues and stubs.
+//
+// The lock guards the two queues and the scheduled flag only; it is held for O(1)
+// steps (a push, a pop) and never while a message is handled, so a handler that
+// sends to its own mailbox never waits on it.
+package mailbox
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Producer is the actor.MailboxProducer of this mailbox (for actor.WithMailbox).
+func Producer() actor.Mailbox { return New() }
+
+// New returns an empty mailbox.
+func New() *Mailbox {
+	m := &Mailbox{}
+	m.sys.buf = m.sysInline[:]
+	m.user.buf = m.userInline[:]
+	m.runFn = m.process
+	return m
+}
+
+// Mailbox is a protoactor mailbox (see the package doc). Its zero value is not
+// usable: make it with New.
+type Mailbox struct {
+	mu         sync.Mutex
+	sys, user  ring
+	scheduled  bool // a run is scheduled or running (under mu)
+	suspended  bool // user messages wait until ResumeMailbox (under mu)
+	userCount  atomic.Int32
+	invoker    actor.MessageInvoker
+	dispatcher actor.Dispatcher
+	runFn      func() // process, as the value handed to the dispatcher
+	sysInline  [1]any
+	userInline [1]any
+}
+
+// PostUserMessage queues a user message and schedules a run if none is.
+func (m *Mailbox) PostUserMessage(message any) {
+	// protoactor's default mailbox posts a batch's messages and then the batch itself.
+	if batch, ok := message.(actor.MessageBatch); ok {
+		for _, msg := range batch.GetMessages() {
+			m.PostUserMessage(msg)
+		}
+	}
+	if env, ok := message.(*actor.MessageEnvelope); ok {
+		if batch, ok := env.Message.(actor.MessageBatch); ok {
+			for _, msg := range batch.GetMessages() {
+				m.PostUserMessage(msg)
+			}
+		}
+	}
+	m.userCount.Add(1)
+	m.mu.Lock()
+	m.user.push(message)
+	m.post()
+}
+
+// PostSystemMessage queues a system message and schedules a run if none is.
+func (m *Mailbox) PostSystemMessage(message any) {
+	m.mu.Lock()
+	m.sys.push(message)
+	m.post()
+}
+
+// post ends a push made under mu: it claims the run when none is scheduled, and
+// unlocks before handing the run to the dispatcher.
+func (m *Mailbox) post() {
+	if m.scheduled {
+		m.mu.Unlock()
+		return
+	}
+	m.scheduled = true
+	m.mu.Unlock()
+	m.dispatcher.Schedule(m.runFn)
+}
+
+// RegisterHandlers sets who handles the messages and where the runs go.
+func (m *Mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.invoker = invoker
+	m.dispatcher = dispatcher
+}
+
+// Start is called once the actor is spawned; this mailbox has nothing to start.
+func (m *Mailbox) Start() {}
+
+// UserMessageCount returns how many user messages are queued.
+func (m *Mailbox) UserMessageCount() int { return int(m.userCount.Load()) }
+
+// next pops the next message to handle: a system message first, then (unless
+// suspended) a user message. With none, the run ends: scheduled is cleared under
+// the same lock, so a message posted after it schedules a new run.
+func (m *Mailbox) next() (msg any, system, ok bool) {
+	m.mu.Lock()
+	if msg, ok = m.sys.pop(); ok {
+		m.mu.Unlock()
+		return msg, true, true
+	}
+	if !m.suspended {
+		if msg, ok = m.user.pop(); ok {
+			m.mu.Unlock()
+			return msg, false, true
+		}
+	}
+	m.scheduled = false
+	m.mu.Unlock()
+	return nil, false, false
+}
+
+// process is one run: it handles messages until none is left (or, suspended,
+// until no system message is), yielding every Throughput messages.
+func (m *Mailbox) process() {
+	for !m.runSome() {
+	}
+}
+
+// runSome handles messages until the queues are empty (true), or until a handler
+// panicked (false: the panic was escalated and the run goes on).
+func (m *Mailbox) runSome() (done bool) {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	i, t := 0, m.dispatcher.Throughput()
+	for {
+		if i > t {
+			i = 0
+			runtime.Gosched()
+		}
+		i++
+		var system, ok bool
+		if msg, system, ok = m.next(); !ok {
+			return true
+		}
+		if system {
+			switch msg.(type) {
+			case *actor.SuspendMailbox:
+				m.setSuspended(true)
+			case *actor.ResumeMailbox:
+				m.setSuspended(false)
+			default:
+				m.invoker.InvokeSystemMessage(msg)
+			}
+			continue
+		}
+		m.userCount.Add(-1)
+		m.invoker.InvokeUserMessage(msg)
+	}
+}
+
+func (m *Mailbox) setSuspended(s bool) {
+	m.mu.Lock()
+	m.suspended = s
+	m.mu.Unlock()
+}
+
+// ring is a FIFO of messages in a power-of-two buffer (its first one is the
+// mailbox's inline array), grown by doubling when full and never shrunk.
+type ring struct {
+	buf  []any
+	head uint32
+	n    uint32
+}
+
+func (r *ring) push(v any) {
+	if int(r.n) == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)&uint32(len(r.buf)-1)] = v
+	r.n++
+}
+
+func (r *ring) pop() (any, bool) {
+	if r.n == 0 {
+		return nil, false
+	}
+	v := r.buf[r.head]
+	r.buf[r.head] = nil // the ring holds no message it has handed out
+	r.head = (r.head + 1) & uint32(len(r.buf)-1)
+	r.n--
+	return v, true
+}
+
+func (r *ring) grow() {
+	next := make([]any, 2*len(r.buf))
+	for i := range r.n {
+		next[i] = r.buf[(r.head+i)&uint32(len(r.buf)-1)]
+	}
+	clear(r.buf)
+	r.buf, r.head = next, 0
+}

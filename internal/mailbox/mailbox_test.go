@@ -1,0 +1,221 @@
+package mailbox_test
+
+import (
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/troupe-rt/troupe/internal/mailbox"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// manual is a dispatcher whose runs wait until the test runs them, one at a time.
+type manual struct {
+	runs       []func()
+	throughput int
+}
+
+func (d *manual) Schedule(fn func()) { d.runs = append(d.runs, fn) }
+func (d *manual) Throughput() int {
+	if d.throughput == 0 {
+		return 300
+	}
+	return d.throughput
+}
+
+// runAll runs the scheduled runs (and those they schedule) until none is left.
+func (d *manual) runAll() {
+	for len(d.runs) > 0 {
+		fn := d.runs[0]
+		d.runs = d.runs[1:]
+		fn()
+	}
+}
+
+// invoker records what it is handed; a message equal to panicOn panics.
+type invoker struct {
+	mb        *mailbox.Mailbox
+	got       []string
+	escalated []any
+	panicOn   string
+	onUser    func(string)
+}
+
+func (v *invoker) InvokeSystemMessage(m any) { v.got = append(v.got, "sys:"+m.(string)) }
+func (v *invoker) InvokeUserMessage(m any) {
+	s := m.(string)
+	if s == v.panicOn {
+		panic("boom " + s)
+	}
+	v.got = append(v.got, "user:"+s)
+	if v.onUser != nil {
+		v.onUser(s)
+	}
+}
+func (v *invoker) EscalateFailure(reason any, m any) {
+	v.escalated = append(v.escalated, reason, m)
+	v.mb.PostSystemMessage(&actor.SuspendMailbox{})
+}
+
+func newBox(d *manual) (*mailbox.Mailbox, *invoker) {
+	mb := mailbox.New()
+	v := &invoker{mb: mb}
+	mb.RegisterHandlers(v, d)
+	return mb, v
+}
+
+func TestSystemBeforeUserEachFIFOAndOneRun(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	for _, m := range []string{"u1", "u2", "u3", "u4", "u5"} { // past the inline slots: the ring grows
+		mb.PostUserMessage(m)
+	}
+	mb.PostSystemMessage("s1")
+	mb.PostSystemMessage("s2")
+	mb.PostSystemMessage("s3")
+	require.Len(t, d.runs, 1, "one run is scheduled however many messages wait")
+	require.Equal(t, 5, mb.UserMessageCount())
+	d.runAll()
+	require.Equal(t, []string{"sys:s1", "sys:s2", "sys:s3", "user:u1", "user:u2", "user:u3", "user:u4", "user:u5"}, v.got)
+	require.Zero(t, mb.UserMessageCount())
+	mb.PostUserMessage("u6")
+	require.Len(t, d.runs, 1, "an idle mailbox schedules a new run")
+	d.runAll()
+	require.Equal(t, "user:u6", v.got[len(v.got)-1])
+}
+
+func TestPostFromHandlerRunsInSameRun(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	v.onUser = func(s string) {
+		if s == "a" {
+			mb.PostUserMessage("b") // a handler sending to its own mailbox: no new run
+			require.Empty(t, d.runs)
+		}
+	}
+	mb.PostUserMessage("a")
+	d.runAll()
+	require.Equal(t, []string{"user:a", "user:b"}, v.got)
+}
+
+func TestWrapAroundKeepsOrder(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	var want []string
+	for round := range 5 {
+		for i := range round + 2 {
+			m := string(rune('a'+round)) + string(rune('0'+i))
+			mb.PostUserMessage(m)
+			want = append(want, "user:"+m)
+		}
+		d.runAll()
+	}
+	require.Equal(t, want, v.got)
+}
+
+func TestPanicEscalatesSuspendsAndResumes(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	v.panicOn = "bad"
+	mb.PostUserMessage("ok1")
+	mb.PostUserMessage("bad")
+	mb.PostUserMessage("ok2")
+	d.runAll()
+	require.Equal(t, []string{"user:ok1"}, v.got, "suspended after the failure: user messages wait")
+	require.Equal(t, []any{"boom bad", "bad"}, v.escalated)
+	mb.PostSystemMessage("sys")
+	d.runAll()
+	require.Equal(t, []string{"user:ok1", "sys:sys"}, v.got, "a suspended mailbox still runs system messages")
+	mb.PostSystemMessage(&actor.ResumeMailbox{})
+	d.runAll()
+	require.Equal(t, []string{"user:ok1", "sys:sys", "user:ok2"}, v.got)
+}
+
+func TestThroughputYieldsWithinOneRun(t *testing.T) {
+	d := &manual{throughput: 2}
+	mb, v := newBox(d)
+	for _, m := range []string{"1", "2", "3", "4", "5", "6", "7"} {
+		mb.PostUserMessage(m)
+	}
+	d.runAll()
+	require.Equal(t, []string{"user:1", "user:2", "user:3", "user:4", "user:5", "user:6", "user:7"}, v.got)
+}
+
+type batch struct{ msgs []any }
+
+func (b batch) GetMessages() []any { return b.msgs }
+
+func TestBatchPostsItsMessagesThenItself(t *testing.T) {
+	d := &manual{}
+	mb := mailbox.New()
+	var got []any
+	mb.RegisterHandlers(recorder{&got}, d)
+	b := batch{msgs: []any{"x", "y"}}
+	mb.PostUserMessage(b)
+	d.runAll()
+	require.Equal(t, []any{"x", "y", b}, got)
+}
+
+type recorder struct{ got *[]any }
+
+func (r recorder) InvokeSystemMessage(m any) { *r.got = append(*r.got, m) }
+func (r recorder) InvokeUserMessage(m any)   { *r.got = append(*r.got, m) }
+func (r recorder) EscalateFailure(_, _ any)  {}
+
+// goDispatcher runs each run on a fresh goroutine (protoactor's default).
+type goDispatcher struct{ wg *sync.WaitGroup }
+
+func (d goDispatcher) Schedule(fn func()) { d.wg.Add(1); go func() { defer d.wg.Done(); fn() }() }
+func (d goDispatcher) Throughput() int    { return 300 }
+
+// counter counts user messages; only one run touches it at a time (-race checks).
+type counter struct {
+	n    int
+	last map[int]int
+}
+
+func (c *counter) InvokeSystemMessage(any) {}
+func (c *counter) InvokeUserMessage(m any) {
+	p := m.([2]int)
+	if prev, ok := c.last[p[0]]; ok && prev >= p[1] {
+		panic("out of order")
+	}
+	c.last[p[0]] = p[1]
+	c.n++
+}
+func (c *counter) EscalateFailure(r, _ any) { panic(r) }
+
+func TestConcurrentSendersNoLossPerSenderFIFO(t *testing.T) {
+	var wg sync.WaitGroup
+	mb := mailbox.New()
+	c := &counter{last: map[int]int{}}
+	mb.RegisterHandlers(c, goDispatcher{&wg})
+	const senders, each = 8, 2000
+	var send sync.WaitGroup
+	for s := range senders {
+		send.Add(1)
+		go func() {
+			defer send.Done()
+			for i := range each {
+				mb.PostUserMessage([2]int{s, i})
+			}
+		}()
+	}
+	send.Wait()
+	wg.Wait()
+	require.Equal(t, senders*each, c.n)
+	require.Zero(t, mb.UserMessageCount())
+}
+
+// An idle job actor holds its mailbox: it must stay as small as protoactor's
+// lock-free one (176 B with its queues and stubs): 160 B here plus the run's
+// 16-B function value.
+func TestIdleSize(t *testing.T) {
+	var m mailbox.Mailbox
+	require.LessOrEqual(t, unsafe.Sizeof(m), uintptr(160))
+}

@@ -74,7 +74,9 @@ func (r *recordingInvoker) InvokeUserMessage(m any) {
 	}
 	r.got = append(r.got, m)
 }
-func (r *recordingInvoker) EscalateFailure(reason, m any) { r.escalated = append(r.escalated, reason, m) }
+func (r *recordingInvoker) EscalateFailure(reason, m any) {
+	r.escalated = append(r.escalated, reason, m)
+}
 
 // heldDispatcher queues scheduled runs until the test runs them.
 type heldDispatcher struct{ runs []func() }

@@ -10,11 +10,10 @@ import (
 
 // TestQueueIsFIFOPerProducerAndLosesNothing pushes from several goroutines while
 // the consumer pops: every value comes out exactly once, each producer's in its
-// order, and the drained queue holds nothing but its own stub.
+// order, and the drained queue holds no node.
 func TestQueueIsFIFOPerProducerAndLosesNothing(t *testing.T) {
 	const producers, each = 4, 5000
 	var q queue
-	q.init()
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Add(1)
@@ -38,16 +37,14 @@ func TestQueueIsFIFOPerProducerAndLosesNothing(t *testing.T) {
 	}
 	wg.Wait()
 	require.Nil(t, q.pop())
-	require.Same(t, &q.stub, q.tail, "a drained queue's tail is its stub")
-	require.Same(t, &q.stub, q.head.Load(), "a drained queue's head is its stub")
-	require.Nil(t, q.stub.val)
+	require.Nil(t, q.head.Load(), "a drained queue holds no node")
+	require.Nil(t, q.next)
 }
 
-// TestQueueEmptiesAndRefillsThroughItsStub drives the stub's re-linking one value
-// at a time and in bursts.
-func TestQueueEmptiesAndRefillsThroughItsStub(t *testing.T) {
+// TestQueueEmptiesAndRefills pops one value at a time and in bursts, with pushes
+// landing while the consumer holds a taken batch: FIFO throughout.
+func TestQueueEmptiesAndRefills(t *testing.T) {
 	var q queue
-	q.init()
 	require.Nil(t, q.pop())
 	for round := range 3 {
 		for i := range round + 1 {
@@ -57,8 +54,18 @@ func TestQueueEmptiesAndRefillsThroughItsStub(t *testing.T) {
 			require.Equal(t, i, q.pop())
 		}
 		require.Nil(t, q.pop())
-		require.Same(t, &q.stub, q.tail)
+		require.Nil(t, q.head.Load())
+		require.Nil(t, q.next)
 	}
+	q.push(&qnode{val: 1})
+	q.push(&qnode{val: 2})
+	require.Equal(t, 1, q.pop()) // takes 1, 2
+	q.push(&qnode{val: 3})       // lands behind the taken batch
+	require.Equal(t, 2, q.pop())
+	q.push(&qnode{val: 4})
+	require.Equal(t, 3, q.pop())
+	require.Equal(t, 4, q.pop())
+	require.Nil(t, q.pop())
 }
 
 // recordingInvoker records what a mailbox invokes; a user message "panic" panics.
@@ -129,6 +136,8 @@ func TestMailboxKeepsProtoactorsOrder(t *testing.T) {
 	require.Equal(t, []any{"boom", "panic"}, inv.escalated)
 	require.Equal(t, []any{"u4", "u5", "u6"}, inv.got, "the run after a panic goes on with the rest")
 	mb := m.(*mailbox)
-	require.Same(t, &mb.user.stub, mb.user.tail, "an idle mailbox holds no node")
-	require.Same(t, &mb.sys.stub, mb.sys.tail)
+	for _, q := range []*queue{&mb.user, &mb.sys} {
+		require.Nil(t, q.head.Load(), "an idle mailbox holds no node")
+		require.Nil(t, q.next)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +21,7 @@ func watcherShards() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "job.(*shard).run(")
+			return strings.Count(string(buf[:n]), "job.(*shard[...]).run(") // a generic method: [...] for its type argument
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -68,6 +69,11 @@ func TestReadyDoneSettlesWithoutAWatcherGoroutine(t *testing.T) {
 	snap, err = jobs.Get(ctx, id, registry.NoCaller)
 	require.NoError(t, err)
 	require.Equal(t, messages.JobStatus_JOB_STATUS_RUNNING, snap.Status)
+	// The job actor starts on its own: sent before its Started, the outcome would be
+	// ready (no shard). Its shard appears once it has looked at the empty Done.
+	for deadline := time.Now().Add(10 * time.Second); watcherShards() != 1; runtime.Gosched() {
+		require.True(t, time.Now().Before(deadline), "no shard watches an empty Done")
+	}
 	later <- job.Outcome{Status: job.Completed}
 	snap, err = jobs.AwaitSettled(ctx, id, registry.NoCaller)
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ func watcherShards() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "job.(*shard).run(")
+			return strings.Count(string(buf[:n]), "job.(*shard[...]).run(") // a generic method: [...] for its type argument
 		}
 		buf = make([]byte, 2*len(buf))
 	}

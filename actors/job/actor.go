@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
-	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -44,12 +43,11 @@ type Shared struct {
 // must be used by one goroutine at a time (the registry actor). Job actors are
 // never restarted (supervision stops them), so the producer never runs later.
 //
-// Their mailbox is internal/mailbox's: a job actor gets a handful of messages in
-// its life (Started, its outcome, the registry's PoisonPill and the Stop it makes),
-// which protoactor's lock-free mailbox allocated a node each for, plus its two
-// queues and a closure per run; the default mailbox's ring buffer (goring: 10
-// slots, ~250 B with its headers) was held by every live job. internal/mailbox's
-// is as small idle (176 B) and allocates once.
+// Their mailbox is a linked lock-free one (mailbox.go: protoactor's unbounded
+// lock-free mailbox in one allocation, holding no node when empty): a job actor gets
+// a handful of messages in its life, and the default mailbox's ring buffer (goring:
+// 10 slots, ~250 B with its headers) was held by every live job, protoactor's
+// lock-free one 176 B, this one 80 B.
 type Spawner struct {
 	props *actor.Props
 	// staged is the config of the spawn in progress, by value: a *Config kept
@@ -67,7 +65,7 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 		a := &jobActor{cfg: s.staged, core: NewCore()}
 		s.staged = Config{}
 		return a
-	}, actor.WithMailbox(mailbox.Producer))
+	}, actor.WithMailbox(newMailbox))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
 	}
@@ -87,14 +85,19 @@ func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, 
 // Once settled it hands the job to the registry (Settled) and forwards anything it
 // still receives there; the registry poisons it after committing.
 //
-// An idle job's actor is its Config, a 16-byte Core, its Watch and a nil pointer:
-// what only a wait, a kill or a teardown needs is allocated with the first of them
-// (jobMore). It has handed its job off exactly when its core has settled.
+// An idle job's actor is its Config, a 16-byte Core, its Watch, its own PID and
+// root context (to deliver the producer's outcome from any goroutine) and a nil
+// pointer: 96 B, with no allocation for the watch or the delivery (it is the
+// watcher's target); what only a wait, a kill or a teardown needs is allocated with
+// the first of them (jobMore). It has handed its job off exactly when its core has
+// settled.
 type jobActor struct {
 	cfg   Config // by value: a separate Config was another 48 B per live job
 	core  Core
-	watch *Watch
+	watch Watch
 	more  *jobMore // nil until the first wait, Cancel or SettleTimeout timer
+	self  *actor.PID
+	root  *actor.RootContext
 }
 
 // jobMore is the part of a job actor that only waits, kills and teardowns use.
@@ -289,18 +292,21 @@ func (a *jobActor) refuse(m Routable) {
 // reflect.Select per job). The delivery is a send to this actor, so the outcome
 // still queues behind whatever the registry routed here first.
 func (a *jobActor) startWatch(c actor.Context) {
+	a.self, a.root = c.Self(), c.ActorSystem().Root
+	plantedStart(a, a.root, a.self)
 	onSettle := a.cfg.Hooks.OnSettle
 	if onSettle == nil {
 		select {
 		case o, ok := <-a.cfg.Hooks.Done:
-			a.deliverNow(c, o, ok)
+			if a.watch.claim() {
+				a.deliver(o, ok)
+			}
 		default:
-			a.watch = a.cfg.Watcher.Add(a.cfg.Hooks.Done, a.deliverer(c))
+			a.cfg.Watcher.Add(a.cfg.Hooks.Done, a)
 		}
 		return
 	}
-	a.watch = Callback(a.deliverer(c))
-	if err := protect(func() error { onSettle(a.watch.Settle); return nil }); err != nil {
+	if err := protect(func() error { onSettle(a.producerSettle); return nil }); err != nil {
 		a.watch.Remove()
 		violation := "producer OnSettle panicked: " + ErrorText(err)
 		a.cfg.Logger.Warn(fmt.Sprintf("jobs: job %s producer contract violation: %s", a.cfg.ID, violation))
@@ -308,32 +314,23 @@ func (a *jobActor) startWatch(c actor.Context) {
 	}
 }
 
-// deliverer returns the outcome delivery for this job (the Done watcher's callback,
-// or behind OnSettle's settle function), which forwards the
-// producer's outcome to the job actor. It is held while the job lives, so the
-// production path is a single closure (of root and self); in a troupe_mutation
-// build, the planted bugs wrap it.
-func (a *jobActor) deliverer(c actor.Context) func(Outcome, bool) {
-	root, self := c.ActorSystem().Root, c.Self()
-	if d := plantedDeliverer(a, root, self); d != nil {
-		return d
-	}
-	return func(o Outcome, ok bool) {
-		fault.Yield("job.done.deliver")
-		root.Send(self, &doneMsg{o: o, ok: ok})
-	}
-}
+// producerSettle is the settle function OnSettle hands the producer: the first
+// call delivers, unless the watch was removed.
+func (a *jobActor) producerSettle(o Outcome) { settleOnce(a, o) }
 
-// deliverNow is the delivery of an outcome already in hand when the actor starts:
-// what deliverer's closure does (the planted bugs' wrapping included), without
-// making the closure.
-func (a *jobActor) deliverNow(c actor.Context, o Outcome, ok bool) {
-	if d := plantedDeliverer(a, c.ActorSystem().Root, c.Self()); d != nil {
-		d(o, ok)
+// watched is the job's Watch (the watcher's target).
+func (a *jobActor) watched() *Watch { return &a.watch }
+
+// deliver forwards the producer's outcome to the job actor, from whichever
+// goroutine has it (a watcher shard's, the producer's through OnSettle, or the
+// actor's own when Done was ready at start); in a troupe_mutation build a planted
+// bug may take it over (plantedStart).
+func (a *jobActor) deliver(o Outcome, ok bool) {
+	if plantedDeliver(a, o, ok) {
 		return
 	}
 	fault.Yield("job.done.deliver")
-	c.Send(c.Self(), &doneMsg{o: o, ok: ok})
+	a.root.Send(a.self, &doneMsg{o: o, ok: ok})
 }
 
 // endWait answers a wait that ended before settlement, as its timeout or abort would.

@@ -13,59 +13,95 @@ import (
 // and a shard's slots are the bits of one uint64.
 const shardSize = 64
 
-// Watcher delivers each job's single Done value to a callback without a goroutine
+// watcher delivers each job's single Done value to its target without a goroutine
 // per job. It is a leaf helper: its lock guards only its shards' slot tables, which
 // no actor state depends on. Shards exit when they have nothing to watch (except the
-// first); Close stops them all.
+// first); Close stops them all. Watcher, the job actors' watcher, is watcher[*jobActor];
+// its tests watch their own targets.
 //
-// A watched channel costs one slot (a channel and a *Watch, 16 B of its shard) and
-// its share of the shard's goroutine, whose stack is mostly the compiled select's
-// frame. The select is a Go select statement with shardSize receive arms (a nil
-// channel is an arm that never fires), not reflect.Select: reflect.Select allocated
-// a SelectCase, a runtime case, a sort-order entry and a receive buffer per watched
-// channel on every wake, all held while the shard waits (~160 B per live job). The
-// runtime's own cost of a blocked receive (one sudog per watched channel) remains.
-type Watcher struct {
+// A watched channel costs one slot (a channel and a T, 16 B of its shard), its
+// target's Watch (8 B, a field of the target) and its share of the shard's
+// goroutine, whose stack is mostly the compiled select's frame. The select is a Go
+// select statement with shardSize receive arms (a nil channel is an arm that never
+// fires), not reflect.Select: reflect.Select allocated a SelectCase, a runtime case,
+// a sort-order entry and a receive buffer per watched channel on every wake, all
+// held while the shard waits (~160 B per live job). The runtime's own cost of a
+// blocked receive (one sudog per watched channel) remains.
+type watcher[T target] struct {
 	mu struct {
 		sync.Mutex
-		shards []*shard
+		shards []*shard[T]
 		closed bool
 	}
 	wg sync.WaitGroup
 }
 
-// Watch is the handle of one watched channel (24 B: it lives as long as its job;
-// the channel itself is in its shard's slot).
-type Watch struct {
-	sh      *shard
-	deliver func(Outcome, bool)
-	removed atomic.Bool
+// Watcher is the job actors' Done watcher (one per System).
+type Watcher = watcher[*jobActor]
+
+// target is what a watched channel's value, or a settle callback's outcome, goes
+// to: its Watch (a field of the target, so that a watch allocates nothing) and its
+// delivery. A job actor's watch and delivery were a 24-B Watch and a 24-B closure
+// per live job.
+type target interface {
+	watched() *Watch
+	deliver(o Outcome, ok bool)
 }
+
+// Watch is the state of one target's single delivery: not watched yet (nil), watched
+// by a shard (its poke channel, so that Remove can wake it), or finished (the
+// address of finishedPoke: delivered, settled through the callback, or removed).
+// Its zero value is ready: a producer settling through OnSettle needs no shard.
+type Watch struct {
+	poke atomic.Pointer[chan struct{}]
+}
+
+// finishedPoke's address marks a finished Watch.
+var finishedPoke chan struct{}
+
+// claim finishes the watch and reports whether this call did (first wins between
+// the delivery, the callback's settle calls and Remove).
+func (wt *Watch) claim() bool {
+	for {
+		p := wt.poke.Load()
+		if p == &finishedPoke {
+			return false
+		}
+		if wt.poke.CompareAndSwap(p, &finishedPoke) {
+			return true
+		}
+	}
+}
+
+// finished reports whether the watch has finished.
+func (wt *Watch) finished() bool { return wt.poke.Load() == &finishedPoke }
 
 // shard is one goroutine selecting over up to shardSize Done channels. Its slot
 // table is guarded by the watcher's lock: Add fills a free slot and pokes the
-// shard; the shard alone frees slots (a delivered or removed watch), and copies the
+// shard; the shard alone frees slots (a delivered or finished watch), and copies the
 // channels to its own stack before each select.
-type shard struct {
-	w    *Watcher
+type shard[T target] struct {
+	w    *watcher[T]
 	poke chan struct{} // buffer 1: "look at the slots again" (an add, a remove, Close)
 	used uint64        // bit i set: slot i holds a watch
 	done [shardSize]<-chan Outcome
-	wt   [shardSize]*Watch
+	wt   [shardSize]T
 }
 
 // NewWatcher returns an empty watcher.
 func NewWatcher() *Watcher { return &Watcher{} }
 
-// Add watches done and calls deliver once with its value (ok=false if it was closed
-// without one). It returns nil if the watcher is closed. It never blocks on a shard.
-func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
+// Add watches done and delivers its value to t once (ok=false if it was closed
+// without one), unless t's Watch finishes first (Remove). It reports false, and
+// watches nothing, if the watcher is closed. It never blocks on a shard. t's Watch
+// must not have been added before.
+func (w *watcher[T]) Add(done <-chan Outcome, t T) bool {
 	w.mu.Lock()
 	if w.mu.closed {
 		w.mu.Unlock()
-		return nil
+		return false
 	}
-	var sh *shard
+	var sh *shard[T]
 	for _, s := range w.mu.shards {
 		if ^s.used != 0 {
 			sh = s
@@ -73,50 +109,61 @@ func (w *Watcher) Add(done <-chan Outcome, deliver func(Outcome, bool)) *Watch {
 		}
 	}
 	if sh == nil {
-		sh = &shard{w: w, poke: make(chan struct{}, 1)}
+		sh = &shard[T]{w: w, poke: make(chan struct{}, 1)}
 		w.mu.shards = append(w.mu.shards, sh)
 		w.wg.Add(1)
 		go sh.run()
 	}
+	if !t.watched().poke.CompareAndSwap(nil, &sh.poke) {
+		w.mu.Unlock()
+		sh.wake()   // a new shard with nothing to watch exits (unless it is the first)
+		return true // finished before it was watched: nothing to deliver
+	}
 	i := bits.TrailingZeros64(^sh.used)
-	e := &Watch{sh: sh, deliver: deliver}
 	sh.used |= 1 << i
-	sh.done[i], sh.wt[i] = done, e
+	sh.done[i], sh.wt[i] = done, t
 	w.mu.Unlock()
 	sh.wake()
-	return e
+	return true
 }
 
-// Callback returns the watch of a producer that settles through Hooks.OnSettle:
-// no shard, no goroutine and no select; the producer's settle call (Settle) runs
-// deliver on the producer's goroutine. Remove works as for a channel's watch.
-func Callback(deliver func(Outcome, bool)) *Watch { return &Watch{deliver: deliver} }
-
-// Settle is the settle function a callback watch hands the producer: the first
-// call delivers o unless the watch was removed; later calls do nothing.
-func (wt *Watch) Settle(o Outcome) {
-	if wt.removed.Swap(true) {
-		return
+// settleOnce is the settle function of a target whose producer settles through
+// Hooks.OnSettle: the first call delivers o unless the watch was removed; later
+// calls do nothing. It runs the delivery on the caller's goroutine (no shard, no
+// goroutine, no select).
+func settleOnce[T target](t T, o Outcome) {
+	if t.watched().claim() {
+		t.deliver(o, true)
 	}
-	wt.deliver(o, true)
 }
 
 // Remove stops watching (for a job settled by another path). It never blocks and
-// is idempotent; a value already on its way may still be delivered (settlement is
-// first-wins, so that is harmless).
+// is idempotent; a value already on its way may still be delivered by the shard
+// that claimed it first (settlement is first-wins, so that is harmless).
 func (wt *Watch) Remove() {
-	if wt == nil || wt.removed.Swap(true) || wt.sh == nil {
+	if wt == nil {
 		return
 	}
-	wt.sh.wake() // the shard frees removed slots each time it looks
+	for {
+		p := wt.poke.Load()
+		if p == &finishedPoke {
+			return
+		}
+		if wt.poke.CompareAndSwap(p, &finishedPoke) {
+			if p != nil {
+				wake(*p) // the shard frees finished slots each time it looks
+			}
+			return
+		}
+	}
 }
 
 // Close stops every shard and waits for them; later Adds return nil. A shard that
 // sees the watcher closed exits at once, delivering at most the value it had just
 // received.
-func (w *Watcher) Close() {
+func (w *watcher[T]) Close() {
 	w.mu.Lock()
-	var shards []*shard
+	var shards []*shard[T]
 	if !w.mu.closed {
 		w.mu.closed = true
 		shards = w.mu.shards
@@ -130,22 +177,25 @@ func (w *Watcher) Close() {
 
 // wake pokes the shard without blocking: if a poke is already pending, the shard
 // has yet to look at its slots, and will see whatever led to this one.
-func (s *shard) wake() {
+func (s *shard[T]) wake() { wake(s.poke) }
+
+// wake pokes a shard's poke channel without blocking.
+func wake(poke chan struct{}) {
 	select {
-	case s.poke <- struct{}{}:
+	case poke <- struct{}{}:
 	default:
 	}
 }
 
-func (s *shard) run() {
+func (s *shard[T]) run() {
 	defer s.w.wg.Done()
 	var chans [shardSize]<-chan Outcome // the select's channels: a copy of s.done
 	fired := -1
 	var o Outcome
 	var ok bool
 	for {
-		e, exit := s.look(fired, &chans)
-		if e != nil && !e.removed.Load() {
+		e, got, exit := s.look(fired, &chans)
+		if got && e.watched().claim() {
 			e.deliver(o, ok)
 		}
 		if exit {
@@ -156,26 +206,27 @@ func (s *shard) run() {
 }
 
 // look runs under the watcher's lock between two selects: it frees slot fired (if
-// >= 0: its channel delivered) and the slot of every removed watch, copies the
-// channels left into chans, and returns the fired slot's watch and whether the shard
+// >= 0: its channel delivered) and the slot of every finished watch, copies the
+// channels left into chans, and returns the fired slot's target (got: there is one)
+// and whether the shard
 // exits (the watcher is closed, or it has nothing left to watch and is not the
 // first shard: on a quiet system a new shard per job, with goroutine, channel and
 // stack growth, was ~30% of a job lifecycle's allocation).
-func (s *shard) look(fired int, chans *[shardSize]<-chan Outcome) (e *Watch, exit bool) {
+func (s *shard[T]) look(fired int, chans *[shardSize]<-chan Outcome) (e T, got, exit bool) {
 	w := s.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if fired >= 0 {
-		e = s.wt[fired]
+		e, got = s.wt[fired], true
 		s.free(fired)
 	}
 	for u := s.used; u != 0; u &= u - 1 {
-		if i := bits.TrailingZeros64(u); s.wt[i].removed.Load() {
+		if i := bits.TrailingZeros64(u); s.wt[i].watched().finished() {
 			s.free(i)
 		}
 	}
 	if w.mu.closed {
-		return e, true
+		return e, got, true
 	}
 	if s.used == 0 && w.mu.shards[0] != s {
 		for i, x := range w.mu.shards {
@@ -184,14 +235,15 @@ func (s *shard) look(fired int, chans *[shardSize]<-chan Outcome) (e *Watch, exi
 				break
 			}
 		}
-		return e, true
+		return e, got, true
 	}
 	*chans = s.done
-	return e, false
+	return e, got, false
 }
 
 // free empties slot i (under the watcher's lock).
-func (s *shard) free(i int) {
+func (s *shard[T]) free(i int) {
+	var zero T
 	s.used &^= 1 << i
-	s.done[i], s.wt[i] = nil, nil
+	s.done[i], s.wt[i] = nil, zero
 }

@@ -10,17 +10,17 @@ import (
 // op wakes the shard twice (the add, the value) and re-arms its select over every
 // channel it watches.
 func BenchmarkWatcherWake(b *testing.B) {
-	w := NewWatcher()
+	w := newTestWatcher()
 	defer w.Close()
 	for range shardSize - 1 {
-		w.Add(make(chan Outcome, 1), func(Outcome, bool) {})
+		add(w, make(chan Outcome, 1), func(Outcome, bool) {})
 	}
 	got := make(chan struct{})
 	deliver := func(Outcome, bool) { got <- struct{}{} }
 	b.ReportAllocs()
 	for b.Loop() {
 		ch := make(chan Outcome, 1)
-		w.Add(ch, deliver)
+		add(w, ch, deliver)
 		ch <- Outcome{Status: Completed}
 		<-got
 	}
@@ -48,12 +48,12 @@ func BenchmarkWatcherIdleBytes(b *testing.B) {
 		idle := func(Outcome, bool) {}
 		probe := func(Outcome, bool) { got <- struct{}{} }
 		before := memInUse()
-		w := NewWatcher()
+		w := newTestWatcher()
 		for _, ch := range chans {
-			w.Add(ch, idle)
+			add(w, ch, idle)
 		}
 		for _, ch := range probes {
-			w.Add(ch, probe)
+			add(w, ch, probe)
 			ch <- Outcome{}
 		}
 		for range shards {

@@ -22,7 +22,7 @@ func selectSource() []byte {
 	b.WriteString("// wait blocks until the shard is poked (-1) or chans[i] is ready: then it returns\n")
 	b.WriteString("// i, the value received and whether it was one (false: the channel was closed).\n")
 	b.WriteString("// A nil channel's arm never fires.\n")
-	b.WriteString("func (s *shard) wait(chans *[shardSize]<-chan Outcome) (int, Outcome, bool) {\n")
+	b.WriteString("func (s *shard[T]) wait(chans *[shardSize]<-chan Outcome) (int, Outcome, bool) {\n")
 	b.WriteString("\tselect {\n\tcase <-s.poke:\n\t\treturn -1, Outcome{}, false\n")
 	for i := range shardSize {
 		fmt.Fprintf(&b, "\tcase o, ok := <-chans[%d]:\n\t\treturn %d, o, ok\n", i, i)

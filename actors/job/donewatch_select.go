@@ -5,7 +5,7 @@ package job
 // wait blocks until the shard is poked (-1) or chans[i] is ready: then it returns
 // i, the value received and whether it was one (false: the channel was closed).
 // A nil channel's arm never fires.
-func (s *shard) wait(chans *[shardSize]<-chan Outcome) (int, Outcome, bool) {
+func (s *shard[T]) wait(chans *[shardSize]<-chan Outcome) (int, Outcome, bool) {
 	select {
 	case <-s.poke:
 		return -1, Outcome{}, false

@@ -37,7 +37,37 @@ func (r *recorder) deliver(i int) func(Outcome, bool) {
 	}
 }
 
-func shardCount(w *Watcher) int {
+// funcTarget is a test's watch target: its delivery calls f.
+type funcTarget struct {
+	w Watch
+	f func(Outcome, bool)
+}
+
+func (t *funcTarget) watched() *Watch            { return &t.w }
+func (t *funcTarget) deliver(o Outcome, ok bool) { t.f(o, ok) }
+
+// testWatcher is a watcher of funcTargets.
+type testWatcher = watcher[*funcTarget]
+
+func newTestWatcher() *testWatcher { return &testWatcher{} }
+
+// add watches done for a new target delivering to f and returns its Watch, nil if
+// the watcher is closed.
+func add(w *testWatcher, done <-chan Outcome, f func(Outcome, bool)) *Watch {
+	t := &funcTarget{f: f}
+	if !w.Add(done, t) {
+		return nil
+	}
+	return &t.w
+}
+
+func firstShard(w *testWatcher) *shard[*funcTarget] {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mu.shards[0]
+}
+
+func shardCount(w *testWatcher) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.mu.shards)
@@ -45,7 +75,7 @@ func shardCount(w *Watcher) int {
 
 func TestWatcherDeliversEachValueExactlyOnce(t *testing.T) {
 	const n = 3*shardSize + 5 // four shards
-	w := NewWatcher()
+	w := newTestWatcher()
 	rec := newRecorder(n)
 	chans := make([]chan Outcome, n)
 	want := make([]delivery, n)
@@ -67,7 +97,7 @@ func TestWatcherDeliversEachValueExactlyOnce(t *testing.T) {
 	for g := range 4 {
 		adds.Go(func() {
 			for i := g; i < n; i += 4 {
-				watches[i] = w.Add(chans[i], rec.deliver(i))
+				watches[i] = add(w, chans[i], rec.deliver(i))
 			}
 		})
 	}
@@ -121,14 +151,14 @@ func TestWatcherDeliversEachValueExactlyOnce(t *testing.T) {
 }
 
 func TestWatcherShardsAreReusedAfterTheyEmpty(t *testing.T) {
-	w := NewWatcher()
+	w := newTestWatcher()
 	rec := newRecorder(3 * shardSize)
 	// Waves of jobs that settle before the next wave starts: each wave fits one shard.
 	for wave := range 3 {
 		chans := make([]chan Outcome, shardSize)
 		for j := range shardSize {
 			chans[j] = make(chan Outcome, 1)
-			require.NotNil(t, w.Add(chans[j], rec.deliver(wave*shardSize+j)))
+			require.NotNil(t, add(w, chans[j], rec.deliver(wave*shardSize+j)))
 		}
 		require.Equal(t, 1, shardCount(w), "wave %d", wave)
 		for j := range shardSize {
@@ -147,13 +177,13 @@ func TestWatcherShardsAreReusedAfterTheyEmpty(t *testing.T) {
 func TestWatcherRemoveBeforeDeliveryStopsDelivery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = shardSize + shardSize/2 // two shards
-		w := NewWatcher()
+		w := newTestWatcher()
 		rec := newRecorder(n)
 		chans := make([]chan Outcome, n)
 		watches := make([]*Watch, n)
 		for i := range n {
 			chans[i] = make(chan Outcome, 1)
-			watches[i] = w.Add(chans[i], rec.deliver(i))
+			watches[i] = add(w, chans[i], rec.deliver(i))
 		}
 		require.Equal(t, 2, shardCount(w))
 
@@ -192,13 +222,13 @@ func TestWatcherRemoveBeforeDeliveryStopsDelivery(t *testing.T) {
 
 func TestWatcherCloseStopsShards(t *testing.T) {
 	const n = 2*shardSize + 3 // three shards
-	w := NewWatcher()
+	w := newTestWatcher()
 	rec := newRecorder(n)
 	chans := make([]chan Outcome, n)
 	watches := make([]*Watch, n)
 	for i := range n {
 		chans[i] = make(chan Outcome, 1)
-		watches[i] = w.Add(chans[i], rec.deliver(i))
+		watches[i] = add(w, chans[i], rec.deliver(i))
 	}
 	require.Equal(t, 3, shardCount(w))
 
@@ -215,7 +245,7 @@ func TestWatcherCloseStopsShards(t *testing.T) {
 	}
 
 	// After Close: Add returns nil, Remove and Close return at once.
-	require.Nil(t, w.Add(make(chan Outcome), rec.deliver(0)))
+	require.Nil(t, add(w, make(chan Outcome), rec.deliver(0)))
 	for _, wt := range watches {
 		wt.Remove()
 	}
@@ -231,22 +261,22 @@ func TestWatcherCloseStopsShards(t *testing.T) {
 // that waited for room there would block, and with it the job actor, forever.
 func TestWatcherRemoveAfterDeliveryNeverBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := NewWatcher()
+		w := newTestWatcher()
 		const n = 2*shardSize + 2
 		rec := newRecorder(n + 1)
 
 		// One long-lived job keeps the shard alive while n short jobs come and go on it.
 		long := make(chan Outcome, 1)
-		w.Add(long, rec.deliver(n))
+		add(w, long, rec.deliver(n))
 		watches := make([]*Watch, n)
 		for i := range n {
 			ch := make(chan Outcome, 1)
-			watches[i] = w.Add(ch, rec.deliver(i))
+			watches[i] = add(w, ch, rec.deliver(i))
 			ch <- Outcome{Status: Completed}
 			require.Equal(t, i, (<-rec.ch).i)
 		}
 		require.Equal(t, 1, shardCount(w), "every job shared one shard")
-		sh := watches[0].sh
+		sh := firstShard(w)
 		long <- Outcome{Status: Completed}
 		require.Equal(t, n, (<-rec.ch).i)
 		synctest.Wait() // the shard has exited
@@ -284,17 +314,19 @@ func TestWatcherRemoveAfterDeliveryNeverBlocks(t *testing.T) {
 // has taken the freed slot since: each Add's handle is its own.
 func TestWatcherStaleRemoveLeavesTheSlotsNextWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := NewWatcher()
+		w := newTestWatcher()
 		rec := newRecorder(2)
 		first := make(chan Outcome, 1)
-		old := w.Add(first, rec.deliver(0))
+		old := add(w, first, rec.deliver(0))
 		first <- Outcome{Status: Completed}
 		require.Equal(t, 0, (<-rec.ch).i)
 		synctest.Wait() // the shard has freed the slot
 
 		next := make(chan Outcome, 1)
-		nw := w.Add(next, rec.deliver(1))
-		require.Same(t, old.sh, nw.sh, "one shard")
+		sh := firstShard(w)
+		nw := add(w, next, rec.deliver(1))
+		require.Equal(t, 1, shardCount(w), "one shard")
+		require.Same(t, &sh.poke, nw.poke.Load(), "the next watch took the freed slot's shard")
 		old.Remove() // stale: its value was delivered
 		synctest.Wait()
 		next <- Outcome{Status: Killed}

@@ -28,7 +28,29 @@ func plantedReceive(a *jobActor) func() {
 func plantedStopped(a *jobActor) {
 	if plantedAny.Load() {
 		planted.Delete(a)
+		plantedDeliveries.Delete(a)
 	}
+}
+
+// plantedStart gives a job actor started while a planted bug of this package is
+// planted its planted delivery (plantedDeliverer), kept outside the actor.
+func plantedStart(a *jobActor, root *actor.RootContext, self *actor.PID) {
+	if d := plantedDeliverer(a, root, self); d != nil {
+		plantedAny.Store(true)
+		plantedDeliveries.Store(a, d)
+	}
+}
+
+// plantedDeliver runs a's planted delivery, if it has one, and reports whether it did.
+func plantedDeliver(a *jobActor, o Outcome, ok bool) bool {
+	if !plantedAny.Load() {
+		return false
+	}
+	d, found := plantedDeliveries.Load(a)
+	if found {
+		d.(func(Outcome, bool))(o, ok)
+	}
+	return found
 }
 
 // plantedDeliverer is the outcome delivery (the Done watcher's callback, or the
@@ -110,8 +132,9 @@ func (p *plantedFastSettle) deliver(o Outcome, ok bool) {
 // that production job actors carry nothing for it. Only tests that plant the bug
 // ever store here; plantedAny keeps the per-message check at one atomic load.
 var (
-	planted    sync.Map // *jobActor → *plantedFastSettle
-	plantedAny atomic.Bool
+	planted           sync.Map // *jobActor → *plantedFastSettle
+	plantedDeliveries sync.Map // *jobActor → its planted delivery, func(Outcome, bool)
+	plantedAny        atomic.Bool
 )
 
 func setPlanted(a *jobActor, p *plantedFastSettle) {

@@ -12,4 +12,6 @@ func plantedReceive(*jobActor) func() { return nil }
 
 func plantedStopped(*jobActor) {}
 
-func plantedDeliverer(*jobActor, *actor.RootContext, *actor.PID) func(Outcome, bool) { return nil }
+func plantedStart(*jobActor, *actor.RootContext, *actor.PID) {}
+
+func plantedDeliver(*jobActor, Outcome, bool) bool { return false }

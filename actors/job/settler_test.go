@@ -82,16 +82,16 @@ func TestSettlerRacingSettlesDeliverExactlyOnce(t *testing.T) {
 
 func TestCallbackWatchDeliversOnceAndNotAfterRemove(t *testing.T) {
 	rec := newRecorder(2)
-	w := Callback(rec.deliver(0))
+	w := &funcTarget{f: rec.deliver(0)}
 	o := Outcome{Status: Completed, Output: "x"}
-	w.Settle(o)
-	w.Settle(Outcome{Status: Failed}) // a producer calling settle twice: ignored
+	settleOnce(w, o)
+	settleOnce(w, Outcome{Status: Failed}) // a producer calling settle twice: ignored
 	require.Equal(t, delivery{i: 0, o: o, ok: true}, <-rec.ch)
 	require.EqualValues(t, 1, rec.counts[0].Load())
 
-	removed := Callback(rec.deliver(1))
-	removed.Remove()
-	removed.Remove() // idempotent, and needs no shard
-	removed.Settle(o)
+	removed := &funcTarget{f: rec.deliver(1)}
+	removed.w.Remove()
+	removed.w.Remove() // idempotent, and needs no shard
+	settleOnce(removed, o)
 	require.EqualValues(t, 0, rec.counts[1].Load(), "a removed watch delivers nothing")
 }

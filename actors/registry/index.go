@@ -72,12 +72,16 @@ type teardown struct {
 	replies []chan<- struct{}
 }
 
-// Index is the pure core of lookup and listing: id → record, and per-session and
-// unowned lists in registration order, so that no query scans every record.
+// Index is the pure core of lookup and listing: id → record, per-incarnation and
+// unowned lists in registration order, and per session its incarnations that have
+// records, so that no query scans every record. A session's records are its
+// incarnations' lists merged by seq (a session has one incarnation but while a new
+// one replaces an old one): a per-session list of records beside the incarnation's
+// was 12 B more per record.
 type Index struct {
 	seq       uint64
 	byID      map[string]*record
-	bySession map[string][]*record
+	bySession map[string][]*ownerEntry // only incarnations with records; no empty list
 	unowned   []*record
 
 	// Retention (retention.go): the bounds, the unowned bucket's history, every
@@ -91,7 +95,7 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{byID: map[string]*record{}, bySession: map[string][]*record{}}
+	return &Index{byID: map[string]*record{}, bySession: map[string][]*ownerEntry{}}
 }
 
 func (x *Index) add(r *record) {
@@ -102,8 +106,25 @@ func (x *Index) add(r *record) {
 		x.unowned = append(x.unowned, r)
 		return
 	}
-	x.bySession[r.owner.session] = append(x.bySession[r.owner.session], r)
+	if o := r.owner; len(o.records) == 0 {
+		x.bySession[o.session] = append(x.bySession[o.session], o)
+	}
 	r.owner.records = append(r.owner.records, r)
+}
+
+// dropIncarnation takes o (whose records are gone) out of its session's list.
+func (x *Index) dropIncarnation(o *ownerEntry) {
+	l := slices.DeleteFunc(x.bySession[o.session], func(e *ownerEntry) bool { return e == o })
+	if len(l) == 0 {
+		delete(x.bySession, o.session)
+	} else {
+		x.bySession[o.session] = l
+	}
+}
+
+// sessionRecords returns a session's records in registration order.
+func (x *Index) sessionRecords(session string) []*record {
+	return x.merge(x.bySession[session], nil)
 }
 
 func (x *Index) get(id string) *record { return x.byID[id] }
@@ -118,17 +139,7 @@ func (x *Index) removeOwner(o *ownerEntry) int {
 	for _, r := range o.records {
 		delete(x.byID, r.ID)
 	}
-	list := x.bySession[o.session][:0]
-	for _, r := range x.bySession[o.session] {
-		if r.owner != o {
-			list = append(list, r)
-		}
-	}
-	if len(list) == 0 {
-		delete(x.bySession, o.session)
-	} else {
-		x.bySession[o.session] = list
-	}
+	x.dropIncarnation(o)
 	o.records = nil
 	o.hist = history{}
 	x.compact(&x.aged) // its entries there are now stale
@@ -136,22 +147,43 @@ func (x *Index) removeOwner(o *ownerEntry) int {
 }
 
 // list returns the jobs visible to a caller session (its own and the unowned ones)
-// in registration order: a merge of two ordered lists.
+// in registration order: a merge of ordered lists.
 func (x *Index) list(session string) []*record {
-	var own []*record
+	var own []*ownerEntry
 	if session != "" {
 		own = x.bySession[session]
 	}
-	out := make([]*record, 0, len(own)+len(x.unowned))
-	i, j := 0, 0
-	for i < len(own) || j < len(x.unowned) {
-		if j == len(x.unowned) || (i < len(own) && own[i].seq < x.unowned[j].seq) {
-			out = append(out, own[i])
-			i++
-		} else {
-			out = append(out, x.unowned[j])
-			j++
+	return x.merge(own, x.unowned)
+}
+
+// merge returns the records of incarnations own and of extra (each list in
+// registration order) in registration order.
+func (x *Index) merge(own []*ownerEntry, extra []*record) []*record {
+	if len(own) == 0 {
+		return append(make([]*record, 0, len(extra)), extra...)
+	}
+	if len(own) == 1 && len(extra) == 0 {
+		return append(make([]*record, 0, len(own[0].records)), own[0].records...)
+	}
+	lists := make([][]*record, 0, len(own)+1)
+	n := len(extra)
+	for _, o := range own {
+		lists = append(lists, o.records)
+		n += len(o.records)
+	}
+	if len(extra) > 0 {
+		lists = append(lists, extra)
+	}
+	out := make([]*record, 0, n)
+	for len(out) < n {
+		k := -1
+		for i, l := range lists {
+			if len(l) > 0 && (k < 0 || l[0].seq < lists[k][0].seq) {
+				k = i
+			}
 		}
+		out = append(out, lists[k][0])
+		lists[k] = lists[k][1:]
 	}
 	return out
 }
@@ -168,7 +200,7 @@ func (x *Index) all() []*record {
 
 func (x *Index) clear() {
 	x.byID = map[string]*record{}
-	x.bySession = map[string][]*record{}
+	x.bySession = map[string][]*ownerEntry{}
 	x.unowned = nil
 	x.unownedHist = history{}
 	x.aged, x.evicted = history{}, nil

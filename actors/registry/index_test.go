@@ -105,6 +105,7 @@ func TestIndexRemoveOwnerRemovesExactlyThatIncarnation(t *testing.T) {
 	require.Nil(t, x.get("old-2"))
 	require.Empty(t, old.records)
 	require.Equal(t, []string{"u-1", "cur-1", "cur-2"}, ids(x.list("s1")), "the replacement keeps its records")
+	require.Equal(t, []*ownerEntry{cur}, x.bySession["s1"], "a removed incarnation leaves its session's list")
 	require.Equal(t, []string{"cur-1", "cur-2"}, ids(cur.records))
 	require.Equal(t, []string{"u-1", "other-1"}, ids(x.list("s2")))
 	require.Equal(t, []string{"u-1", "cur-1", "other-1", "cur-2"}, ids(x.all()))

@@ -166,8 +166,9 @@ func (x *Index) forget(o *ownerEntry) {
 	}
 }
 
-// evict deletes one settled record from every table the index keeps: the id map,
-// its session's list and its incarnation's list (or the unowned list).
+// evict deletes one settled record from every table the index keeps: the id map
+// and its incarnation's list (or the unowned list); an incarnation left without
+// records leaves its session's list.
 func (x *Index) evict(r *record) {
 	if r == nil {
 		return
@@ -182,13 +183,9 @@ func (x *Index) evict(r *record) {
 		x.unowned = removeSeq(x.unowned, r)
 		return
 	}
-	s := r.owner.session
-	if l := removeSeq(x.bySession[s], r); len(l) == 0 {
-		delete(x.bySession, s)
-	} else {
-		x.bySession[s] = l
+	if r.owner.records = removeSeq(r.owner.records, r); len(r.owner.records) == 0 {
+		x.dropIncarnation(r.owner)
 	}
-	r.owner.records = removeSeq(r.owner.records, r)
 }
 
 // removeSeq removes r from l, a list in registration (seq) order, found by binary

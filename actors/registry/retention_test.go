@@ -29,7 +29,7 @@ func TestRetentionPerOwnerEvictsTheFirstSettledBeyondTheBound(t *testing.T) {
 	require.Empty(t, settle(x, rs[1], 1, 1)) // a-2 first
 	require.Empty(t, settle(x, rs[0], 2, 2))
 	require.Equal(t, []string{"a-2"}, settle(x, rs[3], 3, 3), "the third settled evicts the first settled, not the first registered")
-	require.Equal(t, []string{"a-1", "a-3", "a-4"}, ids(x.bySession["s1"]), "a live job is never evicted")
+	require.Equal(t, []string{"a-1", "a-3", "a-4"}, ids(x.sessionRecords("s1")), "a live job is never evicted")
 	require.Equal(t, []string{"a-1", "a-3", "a-4"}, ids(a.records))
 	require.Nil(t, x.get("a-2"))
 	require.Equal(t, []string{"a-1"}, settle(x, rs[2], 4, 4))
@@ -134,9 +134,13 @@ func TestRetentionIndexProperty(t *testing.T) {
 			}
 			// Every list holds exactly the current records.
 			count := len(x.unowned)
-			for _, l := range x.bySession {
-				count += len(l)
+			for s, l := range x.bySession {
 				require.NotEmpty(t, l)
+				for _, o := range l {
+					require.NotEmpty(t, o.records, "an incarnation in its session's list has records")
+					require.Equal(t, s, o.session)
+				}
+				count += len(x.sessionRecords(s))
 			}
 			require.Equal(t, len(x.byID), count)
 			for _, o := range owners {

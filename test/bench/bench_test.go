@@ -525,6 +525,7 @@ func liveIdleJob(b *testing.B, onSettle bool) {
 		g0 := runtime.NumGoroutine()
 		before := heapInUse()
 		stack0 := stackInUse()
+		writeHeapProfileBase(b, "TROUPE_BENCH_LIVE_HEAPPROFILE")
 		for k := 0; k < memLivePerOwner; k++ {
 			for _, a := range owners {
 				id, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: kind, Label: "idle", Owner: a, Run: run})

@@ -1,7 +1,9 @@
 package owner
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -20,4 +22,25 @@ func TestValidMessageReplacesInvalidUTF8(t *testing.T) {
 
 	ok := Message{Text: "界", More: []string{"a"}}
 	require.Equal(t, ok, validMessage(ok), "valid text is unchanged")
+}
+
+// TestBoundSummaryShortcutMatchesTheUnitCount checks BoundSummary's shortcut (a
+// string of at most SummaryUnits bytes is returned as is) against the UTF-16 count
+// it stands for, on strings around the bound in every encoded width and with
+// invalid bytes: each one the count keeps whole is returned unchanged, and every
+// result is within the bound.
+func TestBoundSummaryShortcutMatchesTheUnitCount(t *testing.T) {
+	units := func(s string) int { return len(utf16.Encode([]rune(s))) }
+	for _, unit := range []string{"x", "é", "界", "😀", "\xff", "\xe7\x95"} {
+		for n := 0; n <= SummaryUnits+8; n++ {
+			s := strings.Repeat(unit, n/len(unit)+1)[:n]
+			got := BoundSummary(s)
+			require.LessOrEqual(t, units(got), SummaryUnits, "%q", s)
+			if units(s) <= SummaryUnits {
+				require.Equal(t, s, got, "a summary within the bound is unchanged: %q", s)
+			} else {
+				require.True(t, strings.HasSuffix(got, "…"), "%q", s)
+			}
+		}
+	}
 }

@@ -19,6 +19,12 @@ const SummaryUnits = 120
 // BoundSummary keeps s within SummaryUnits UTF-16 code units: a longer one keeps 119
 // units (118 if the 119th would split a surrogate pair) and appends "…".
 func BoundSummary(s string) string {
+	// A string encodes to at most as many UTF-16 units as it has bytes (an invalid
+	// byte decodes to one U+FFFD, one unit): a short one is returned as is without
+	// converting it, as the count below would.
+	if len(s) <= SummaryUnits {
+		return s
+	}
 	units := utf16.Encode([]rune(s))
 	if len(units) <= SummaryUnits {
 		return s

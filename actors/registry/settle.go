@@ -59,12 +59,15 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	for _, w := range waiters {
 		w <- job.WaitResult{Snapshot: rec.snapshot()}
 	}
-	c.Poison(pid)
 	r.announceEvicted(r.idx.settled(rec, r.cfg.Now()), rec.owner, true)
 	r.fireChanged(rec.owner)
 	if !r.plantedAlreadyAnnounced(rec.ID) && !r.closed {
 		r.fireDone(rec)
 	}
+	// The job actor's stop after the listeners: its mailbox run (and the worker it
+	// wakes) is no part of the settlement, and a completion notice sent by a done
+	// listener is then handed to a worker before it, not queued behind it.
+	c.Poison(pid)
 	for _, o := range r.observers[rec.ID] {
 		o <- getRes{snap: rec.snapshot()}
 	}

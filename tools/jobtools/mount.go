@@ -89,7 +89,7 @@ func (t *Tools) notifier(root *actor.RootContext) registry.JobDoneFunc {
 		root.Send(who.PID, &deliver.Notice{
 			JobID: snap.Id,
 			Message: owner.Message{
-				ID:   "notice-" + snap.Id + "-" + strconv.FormatUint(noticeSeq.Add(1), 10),
+				ID:   noticeID(snap.Id),
 				Role: "user",
 				Text: BoundNotice(snap, limit),
 				Source: owner.Source{Kind: "plugin", Plugin: ControllerName, Form: "notice",
@@ -99,4 +99,10 @@ func (t *Tools) notifier(root *actor.RootContext) registry.JobDoneFunc {
 			MaxWakes: t.cfg.MaxConsecutiveWakes,
 		})
 	}
+}
+
+// noticeID is a notice's message id, "notice-<job id>-<seq>", in one allocation.
+func noticeID(job string) string {
+	var seq [20]byte
+	return "notice-" + job + "-" + string(strconv.AppendUint(seq[:0], noticeSeq.Add(1), 10))
 }

@@ -86,9 +86,16 @@ func KillText(r messages.KillResult, s *messages.JobSnapshot) string {
 	return "requested cancellation of job " + s.Id
 }
 
-// NoticeText is the unbounded completion notice (SPEC §3.7).
+// NoticeText is the unbounded completion notice (SPEC §3.7). It is built in one
+// allocation (it is on every notice's path, on the registry's goroutine): the same
+// bytes as "background job " + id + noticeDetail + ". Read its output with job_output.".
 func NoticeText(s *messages.JobSnapshot) string {
-	return "background job " + s.Id + noticeDetail(s) + ". Read its output with job_output."
+	if s.Detail != nil {
+		return "background job " + s.Id + " (" + s.Kind + ": " + s.Label + ") finished [status: " +
+			s.Status.Name() + ", " + *s.Detail + "]. Read its output with job_output."
+	}
+	return "background job " + s.Id + " (" + s.Kind + ": " + s.Label + ") finished [status: " +
+		s.Status.Name() + "]. Read its output with job_output."
 }
 
 func noticeDetail(s *messages.JobSnapshot) string {
@@ -98,7 +105,11 @@ func noticeDetail(s *messages.JobSnapshot) string {
 // Summary is `<kind> <label> <statusLine>` capped at 120 UTF-16 code units: a longer
 // one keeps 119 units (118 if the 119th would split a surrogate pair) and `…`.
 func Summary(s *messages.JobSnapshot) string {
-	return owner.BoundSummary(s.Kind + " " + s.Label + " " + StatusLine(s))
+	// One concatenation (one allocation): kind + " " + label + " " + StatusLine.
+	if s.Detail != nil {
+		return owner.BoundSummary(s.Kind + " " + s.Label + " [status: " + s.Status.Name() + ", " + *s.Detail + "]")
+	}
+	return owner.BoundSummary(s.Kind + " " + s.Label + " [status: " + s.Status.Name() + "]")
 }
 
 // BoundNotice bounds the notice text to limit bytes (limit ≤ 0: unbounded), by the

@@ -190,9 +190,8 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
 	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
-	pidID := c.Self().Id + "/" + name
-	agent, err := d.m.deps.NewAgent(id, &childSurface{root: c.ActorSystem().Root,
-		pid: actor.NewPID(c.Self().Address, pidID)})
+	surface := &childSurface{root: c.ActorSystem().Root}
+	agent, err := d.m.deps.NewAgent(id, surface)
 	if err != nil {
 		if messages.CodeOf(err) == messages.CodeNoAgentRegistry {
 			return nil, unavailable()
@@ -208,7 +207,9 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		cur = d.acts[pid].parent.PID().Id
 		ancestry = append(ancestry, cur)
 	}
-	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre}
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre},
+		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}
+	cr := &e.carry
 	first, held := res, pre // the first incarnation's; the producer lets go of them
 	props := actor.PropsFromProducer(func() actor.Actor {
 		a := &activationActor{m: d.m, c: cr, core: NewCore()}
@@ -225,9 +226,9 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		go func() { _ = agent.Dispose(context.Background()) }()
 		return nil, err
 	}
+	surface.bind(pid)
 	d.activationSpawned(c, pid, id)
-	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: h.ParentSession,
-		parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd, label: label}
+	e.pid = pid
 	d.index(e)
 	return e, nil
 }

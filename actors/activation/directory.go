@@ -112,10 +112,10 @@ type liveEntry struct {
 // its turn's quiet and cancel only once the actor has crashed, see HandleFailure),
 // and the fields below are the directory's alone.
 type entry struct {
-	carry                   // what its actor keeps across restarts; id, label, agent, parent
-	pid        *actor.PID   // the Activation's
-	parentSes  string       // parent session of record
-	parentKind string       // and its namespace (session.Header.ParentKind)
+	carry                 // what its actor keeps across restarts; id, label, agent, parent
+	pid        *actor.PID // the Activation's
+	parentSes  string     // parent session of record
+	parentKind string     // and its namespace (session.Header.ParentKind)
 	depth      int
 	cwd        string
 	starting   *pending // the first acceptance is in flight: later operations wait
@@ -142,7 +142,9 @@ type directoryActor struct {
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
-	spawned  uint64 // Activations spawned, for their unique names
+	spawned  uint64       // Activations spawned, for their unique names
+	props    *actor.Props // every Activation's (activationProps)
+	spawning spawning     // the Activation being spawned, for its producer only
 	life     lifecycle
 	// failures holds each Activation's recent panics (by PID Id, which a restart
 	// keeps), for the restart-intensity decision (supervision.Decide).

@@ -30,8 +30,8 @@ type faultyStore struct {
 	// abortPanics, if set, makes the first append of a turn/aborted-by-crash entry
 	// panic too (inside the restarted Activation's restore), once.
 	abortPanics atomic.Bool
-	mu       sync.Mutex
-	appended chan session.Entry
+	mu          sync.Mutex
+	appended    chan session.Entry
 }
 
 func (s *faultyStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {

@@ -160,6 +160,7 @@ type activationActor struct {
 	cancel context.CancelCauseFunc // the running turn's cancel
 
 	retired error // non-nil once retiring: every request is answered with it
+	crashed bool  // a handler is running, or panicked (see Receive)
 	// held is carry.pre for the first incarnation, kept out of its restore until
 	// the submit marked pre has been answered (case 146: the caller hears of
 	// acceptance before the turn can start).
@@ -184,7 +185,42 @@ func turnDescOf(d Descriptor, _ error) turnDesc {
 		Persona: d.Persona, ToolFilter: d.ToolFilter}
 }
 
+// Receive handles one message. A handler that panicked leaves crashed set: the
+// directory, the Activation's supervisor, then either stops it or resumes it
+// (HandleFailure) with a reincarnated message queued, and the first message it
+// takes after the resume resets it in place first (reincarnate) — what protoactor's
+// restart would do by re-creating the actor, without re-creating it (every
+// Activation shares one Props, see directoryActor.activationProps). The stop
+// notifications (Stopping, Stopped) never reset it.
 func (a *activationActor) Receive(c actor.Context) {
+	switch c.Message().(type) {
+	case *actor.Stopping, *actor.Stopped:
+		a.receive(c)
+		return
+	}
+	if a.crashed {
+		a.reincarnate(c)
+	}
+	a.crashed = true
+	a.receive(c)
+	a.crashed = false
+}
+
+// reincarnated is queued by the directory when it resumes a crashed Activation, so
+// that it resets at once even when nothing else is queued (see Receive).
+type reincarnated struct{}
+
+// reincarnate resets a crashed Activation in place, as a new incarnation of its
+// actor: its cut-off turn is cancelled (the directory has cancelled it already),
+// everything but its carry is dropped, and it restores from the store with a new
+// epoch (start), holding turns until the crashed turn has returned.
+func (a *activationActor) reincarnate(c actor.Context) {
+	a.stopTurn(&Cancel{Kind: "parent"})
+	*a = activationActor{m: a.m, c: a.c, core: NewCore(), crashed: true} // a panic in start leaves it set
+	a.start(c)
+}
+
+func (a *activationActor) receive(c actor.Context) {
 	if a.retired != nil {
 		a.refuse(c.Message())
 		return
@@ -234,8 +270,8 @@ func (a *activationActor) Receive(c actor.Context) {
 			a.hist = append(m.msgs, a.hist...)
 			a.base, a.baseSeq = 0, 0
 		}
-	case *actor.Restarting:
-		a.stopTurn(&Cancel{Kind: "parent"})
+	case *reincarnated:
+		// Nothing more: Receive has reset the Activation if it had crashed.
 	case *actor.Stopping:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	}
@@ -263,7 +299,7 @@ func (a *activationActor) refuse(msg any) {
 		m.reply(a.retired)
 	case *report:
 		m.reply(acceptRes{err: a.retired})
-	case *actor.Stopping, *actor.Restarting:
+	case *actor.Stopping:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	}
 }

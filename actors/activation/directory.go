@@ -105,18 +105,19 @@ type liveEntry struct {
 	closing bool
 }
 
-// entry is a live activation as the directory knows it.
+// entry is a live activation as the directory knows it. It holds its actor's
+// carry (one allocation for both): the carry's identity fields (id, label, agent,
+// parent, ancestry) are written before the spawn and never after, so the directory
+// reads them as its own; the rest of the carry is the actor's (the directory reads
+// its turn's quiet and cancel only once the actor has crashed, see HandleFailure),
+// and the fields below are the directory's alone.
 type entry struct {
-	id         string
-	pid        *actor.PID
-	agent      *owner.Agent
-	parent     *owner.Agent // the parent incarnation that materialized it
-	parentSes  string       // parent session of record
-	parentKind string       // and its namespace (session.Header.ParentKind)
+	carry                 // what its actor keeps across restarts; id, label, agent, parent
+	pid        *actor.PID // the Activation's
+	parentSes  string     // parent session of record
+	parentKind string     // and its namespace (session.Header.ParentKind)
 	depth      int
 	cwd        string
-	label      string
-	carry      *carry   // what its actor keeps across restarts (the turn in flight's quiet and cancel)
 	starting   *pending // the first acceptance is in flight: later operations wait
 	closing    bool     // the disposal transaction is open: admission is closed
 	forced     bool     // a drain disposes it, whatever it proposed
@@ -141,7 +142,9 @@ type directoryActor struct {
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
-	spawned  uint64 // Activations spawned, for their unique names
+	spawned  uint64       // Activations spawned, for their unique names
+	props    *actor.Props // every Activation's (activationProps)
+	spawning spawning     // the Activation being spawned, for its producer only
 	life     lifecycle
 	// failures holds each Activation's recent panics (by PID Id, which a restart
 	// keeps), for the restart-intensity decision (supervision.Decide).

@@ -29,8 +29,9 @@
 // Actors and goroutines:
 //   - the directory actor (one per Manager) owns session id → Activation, the
 //     per-child lock (operations waiting on a starting or closing child), drains,
-//     and supervises its Activations: a panicking one is re-created and restores
-//     from the store (the turn in flight recorded aborted, queued messages kept);
+//     and supervises its Activations: a panicking one is reset in place (resumed,
+//     its actor kept: every Activation shares one Props) and restores from the
+//     store (the turn in flight recorded aborted, queued messages kept);
 //   - an Activation actor (one per live child) owns the Core (fifo.go: the FIFO,
 //     parking, owned children, disposal), the session history and the epoch;
 //   - each running turn is a goroutine of its Activation, with a cancelable

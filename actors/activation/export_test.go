@@ -55,3 +55,9 @@ func (m *Manager) ResidentAgent(childID string) *owner.Agent {
 	}
 	return nil
 }
+
+// UnboundSurfaceDelivery is a delivery to a child agent's surface before its
+// Activation's PID is bound (childSurface.bind): test inspection of the refusal.
+func UnboundSurfaceDelivery() error {
+	return (&childSurface{}).Followup(owner.Message{ID: "m", Role: "user", Text: "early"})
+}

@@ -190,9 +190,8 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
 	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
-	pidID := c.Self().Id + "/" + name
-	agent, err := d.m.deps.NewAgent(id, &childSurface{root: c.ActorSystem().Root,
-		pid: actor.NewPID(c.Self().Address, pidID)})
+	surface := &childSurface{root: c.ActorSystem().Root}
+	agent, err := d.m.deps.NewAgent(id, surface)
 	if err != nil {
 		if messages.CodeOf(err) == messages.CodeNoAgentRegistry {
 			return nil, unavailable()
@@ -208,28 +207,58 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		cur = d.acts[pid].parent.PID().Id
 		ancestry = append(ancestry, cur)
 	}
-	cr := &carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre}
-	first, held := res, pre // the first incarnation's; the producer lets go of them
-	props := actor.PropsFromProducer(func() actor.Actor {
-		a := &activationActor{m: d.m, c: cr, core: NewCore()}
-		// A restart re-creates the actor, which resumes from the store.
-		a.res, a.held, first, held = first, held, nil, nil
-		return a
-	}, actor.WithMailbox(mailbox))
-	if d.m.deps.Dispatcher != nil {
-		props = props.Configure(actor.WithDispatcher(d.m.deps.Dispatcher))
-	}
-	pid, err := c.SpawnNamed(props, name)
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre},
+		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}
+	// The first incarnation's restore and held message reach the producer through
+	// d.spawning (see activationProps), for the span of this SpawnNamed.
+	d.spawning = spawning{c: &e.carry, res: res, held: pre}
+	pid, err := c.SpawnNamed(d.activationProps(), name)
+	d.spawning = spawning{}
 	if err != nil {
 		_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), agent)
 		go func() { _ = agent.Dispose(context.Background()) }()
 		return nil, err
 	}
+	surface.bind(pid)
 	d.activationSpawned(c, pid, id)
-	e := &entry{id: id, pid: pid, carry: cr, agent: agent, parent: parent, parentSes: h.ParentSession,
-		parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd, label: label}
+	e.pid = pid
 	d.index(e)
 	return e, nil
+}
+
+// spawning is what the producer of the Activation being spawned takes: its carry,
+// and the first incarnation's restore and held message (activationActor.res and
+// held).
+type spawning struct {
+	c    *carry
+	res  *session.Resumed
+	held *session.InboxMessage
+}
+
+// activationProps returns the one Props every Activation of this directory is
+// spawned with (made on first use): its producer takes each Activation's own data
+// from d.spawning. That is race-free because the producer runs only inside
+// spawnActivation's SpawnNamed, on the directory's goroutine: protoactor calls it
+// synchronously there, and never again for an Activation, which is never
+// re-created — the directory, its supervisor, resumes a crashed one and it resets
+// itself in place (HandleFailure, activationActor.reincarnate). One Props for all
+// rather than one per Activation (its Props and producer closures, ≈ 190 B each).
+func (d *directoryActor) activationProps() *actor.Props {
+	if d.props == nil {
+		m := d.m
+		d.props = actor.PropsFromProducer(func() actor.Actor {
+			s := d.spawning
+			if s.c == nil {
+				panic("activation: an Activation's actor was re-created outside its spawn")
+			}
+			d.spawning = spawning{}
+			return &activationActor{m: m, c: s.c, res: s.res, held: s.held, core: NewCore()}
+		}, actor.WithMailbox(mailbox))
+		if m.deps.Dispatcher != nil {
+			d.props = d.props.Configure(actor.WithDispatcher(m.deps.Dispatcher))
+		}
+	}
+	return d.props
 }
 
 // index adds e to the directory and to every index.

@@ -19,8 +19,8 @@ const DefaultRestartGrace = time.Second
 
 // HandleFailure makes the directory its Activations' supervisor (DESIGN
 // "Supervision"): the message being handled is answered with ACTIVATION_FAILED,
-// and the Activation restarts — its actor is re-created and restores from the
-// store, with the turn in flight recorded aborted and the queued messages kept —
+// and the Activation restarts — its actor is reset in place (resume) and restores
+// from the store, with the turn in flight recorded aborted and the queued messages kept —
 // unless its restart intensity is spent (Deps.Restarts, by default more than 3
 // failures within 10 s, decided by supervision.Decide); then it stops.
 func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
@@ -79,7 +79,16 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 		}
 	}
 	d.activationRestarted(child, reason)
-	sup.RestartChildren(child)
+	d.resume(sup, child)
+}
+
+// resume restarts a crashed Activation: its actor is resumed with a reincarnated
+// message queued behind what its mailbox holds, and the first message it takes
+// resets it in place (activationActor.Receive), so its actor is never re-created
+// (its producer runs only at its spawn: directoryActor.activationProps).
+func (d *directoryActor) resume(sup actor.Supervisor, child *actor.PID) {
+	d.m.root.Send(child, &reincarnated{})
+	sup.ResumeChildren(child)
 }
 
 // restartAfterTurn restarts a crashed Activation whose cancelled turn has returned
@@ -95,5 +104,5 @@ func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
 		return // stopped (a drain or a disposal) while it waited
 	}
 	d.activationRestarted(m.pid, m.reason)
-	m.sup.RestartChildren(m.pid)
+	d.resume(m.sup, m.pid)
 }

@@ -27,8 +27,11 @@ const budget = 10 * time.Second
 type faultyStore struct {
 	*session.Memory
 	panicked atomic.Bool
-	mu       sync.Mutex
-	appended chan session.Entry
+	// abortPanics, if set, makes the first append of a turn/aborted-by-crash entry
+	// panic too (inside the restarted Activation's restore), once.
+	abortPanics atomic.Bool
+	mu          sync.Mutex
+	appended    chan session.Entry
 }
 
 func (s *faultyStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
@@ -39,6 +42,9 @@ func (s *faultyStore) Accept(ctx context.Context, id string, epoch uint64, m ses
 }
 
 func (s *faultyStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
+	if len(entries) > 0 && entries[0].Kind == session.EntryTurnAborted && s.abortPanics.CompareAndSwap(true, false) {
+		panic("store exploded while restoring")
+	}
 	err := s.Memory.Append(ctx, id, epoch, entries...)
 	if err == nil {
 		for _, e := range entries {
@@ -134,4 +140,78 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 	}
 	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
 	require.Nil(t, sys.Jobs().RegisteredAgent(ctx, "c"), "the child agent was disposed with its Activation")
+}
+
+// An Activation whose restore panics too (its restart crashes before it has
+// recorded the cut-off turn) is restarted again, within the restart intensity: the
+// second restore records the turn aborted and the queued messages still run, each
+// once, and the child settles. (Its reset in place must leave it marked crashed
+// while it restores, or the second crash would go unnoticed and the queue would
+// never run.)
+func TestActivationPanicInItsRestoreRestartsAgain(t *testing.T) {
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := subagent.NewScripted()
+	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+		if in := turn.Input.Text(); in != "task" {
+			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
+		}
+		return subagent.Reply{Block: true}, true // held until the restart cancels it
+	}
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	store.abortPanics.Store(true)
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	ctx := context.Background()
+
+	_, first, err := m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.NoError(t, err)
+	waitEntry(t, store.appended, session.EntryTurnStart)
+	for _, text := range []string{"B", "C"} {
+		_, err := m.Followup(ctx, parent, "c", text, session.Source{Kind: "coordinator"})
+		require.NoError(t, err)
+	}
+	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
+	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
+
+	aborted := waitEntry(t, store.appended, session.EntryTurnAborted)
+	require.Equal(t, first, aborted.InboxID)
+	select {
+	case n := <-in.msgs:
+		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
+	case <-time.After(budget):
+		snap, _ := store.Load(ctx, "c")
+		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live(ctx))
+	}
+	require.False(t, store.abortPanics.Load(), "the restore's append panicked")
+	require.True(t, logs.Contains("store exploded while restoring"), "the second crash was supervised: %v", logs.Lines())
+
+	snap, err := store.Load(ctx, "c")
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), snap.Header.Epoch, "each restart took a new epoch")
+	var users, ends []string
+	for _, e := range snap.Log {
+		switch {
+		case e.Kind == session.EntryMessage && e.Role == "user":
+			users = append(users, e.Content[0].Text)
+		case e.Kind == session.EntryTurnEnd || e.Kind == session.EntryTurnAborted:
+			ends = append(ends, e.Kind+":"+e.StopReason)
+		}
+	}
+	require.Equal(t, []string{"task", "B", "C"}, users, "the cut-off turn is not re-run")
+	require.Equal(t, []string{"turn/aborted-by-crash:aborted", "turn/end:completed", "turn/end:completed"}, ends)
+	var reran []string
+	for _, turn := range runner.Turns() {
+		if in := turn.Input.Text(); in != "task" {
+			reran = append(reran, in)
+		}
+	}
+	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
 }

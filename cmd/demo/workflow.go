@@ -176,7 +176,10 @@ func scenarioWorkflow(st *stage) error {
 	if err != nil {
 		return err
 	}
-	if err := w.awaitSettledOthers(second.Run.ID, 2); err != nil {
+	// the kill must land while huge.go's child runs: its start published, the
+	// other two ended (a child whose start is still in the provider when the run
+	// is cancelled never starts, and nothing of it is left to cancel)
+	if err := w.awaitSettledOthers(second.Run.ID, 2, "huge.go"); err != nil {
 		return err
 	}
 	st.cause(bgID, causeHumanKill)
@@ -257,17 +260,22 @@ func (w *workflowWatch) next(typ string) (workflow.Event, error) {
 	}
 }
 
-// awaitSettledOthers waits until n of run's children have ended.
-func (w *workflowWatch) awaitSettledOthers(run string, n int) error {
-	got := 0
-	for got < n {
+// awaitSettledOthers waits until n of run's children have ended and the child
+// labelled running has started.
+func (w *workflowWatch) awaitSettledOthers(run string, n int, running string) error {
+	got, started := 0, false
+	for got < n || !started {
 		select {
 		case ev := <-w.seen:
-			if ev.Run.ID == run && ev.Type == workflow.EventAgentEnd {
+			switch {
+			case ev.Run.ID != run:
+			case ev.Type == workflow.EventAgentEnd:
 				got++
+			case ev.Type == workflow.EventAgentStart && ev.Agent.Label == running:
+				started = true
 			}
 		case <-timeAfterWait():
-			return fmt.Errorf("waited %s for %d children of %s", waitBudget, n, run)
+			return fmt.Errorf("waited %s for %d children of %s to end and %s's to start", waitBudget, n, run, running)
 		}
 	}
 	return nil

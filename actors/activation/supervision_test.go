@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/messages"
@@ -69,11 +70,24 @@ func waitEntry(t *testing.T, ch <-chan session.Entry, kind string) session.Entry
 	}
 }
 
-// An Activation that panics restarts from its persisted session: the turn in flight
-// is recorded aborted (not re-run), the messages queued behind it run in order, the
-// message whose handling crashed is answered ACTIVATION_FAILED, and the child stays
-// the same session with a new epoch (its predecessor fenced).
-func TestActivationPanicRestartsFromTheStore(t *testing.T) {
+// crashRun is the crash both restart tests drive: a child whose first turn
+// ("task") is held, two followups B and C queued behind it, and a followup "boom"
+// whose handling panics the Activation; restorePanics makes the restore's first
+// append panic as well (the restart crashes too).
+type crashRun struct {
+	sys     *troupe.System
+	logs    *troupetest.Logs
+	store   *faultyStore
+	runner  *subagent.Scripted
+	m       *activation.Manager
+	aborted session.Entry // the turn/aborted entry of the cut-off turn
+}
+
+// crashWhileHeld runs the crash until the child's settlement notice and checks
+// what both tests expect of it: "boom" answered ACTIVATION_FAILED, the cut-off
+// turn recorded aborted, the notice carrying C's reply.
+func crashWhileHeld(t *testing.T, restorePanics bool) *crashRun {
+	t.Helper()
 	sys, logs := troupetest.Served(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
@@ -87,6 +101,7 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
 	require.NoError(t, err)
 	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	store.abortPanics.Store(restorePanics)
 	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	in := &inbox{msgs: make(chan owner.Message, 8)}
@@ -102,13 +117,11 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 		_, err := m.Followup(ctx, parent, "c", text, session.Source{Kind: "coordinator"})
 		require.NoError(t, err)
 	}
-
 	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
 	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
 
 	aborted := waitEntry(t, store.appended, session.EntryTurnAborted)
 	require.Equal(t, first, aborted.InboxID)
-	require.Equal(t, subagent.StopAborted, aborted.StopReason)
 	select {
 	case n := <-in.msgs:
 		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
@@ -116,11 +129,16 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 		snap, _ := store.Load(ctx, "c")
 		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live(ctx))
 	}
-	require.True(t, logs.Contains("panicked and restarts from its persisted session"))
+	return &crashRun{sys: sys, logs: logs, store: store, runner: runner, m: m, aborted: aborted}
+}
 
-	snap, err := store.Load(ctx, "c")
+// requireRestored checks the child's log after the crash: the given epoch, the
+// cut-off turn recorded aborted and not re-run, B and C each run once.
+func (r *crashRun) requireRestored(t *testing.T, epoch uint64, msg string) {
+	t.Helper()
+	snap, err := r.store.Load(context.Background(), "c")
 	require.NoError(t, err)
-	require.Equal(t, uint64(2), snap.Header.Epoch, "the restart took a new epoch")
+	require.Equal(t, epoch, snap.Header.Epoch, msg)
 	var users, ends []string
 	for _, e := range snap.Log {
 		switch {
@@ -133,13 +151,24 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 	require.Equal(t, []string{"task", "B", "C"}, users, "the cut-off turn is not re-run")
 	require.Equal(t, []string{"turn/aborted-by-crash:aborted", "turn/end:completed", "turn/end:completed"}, ends)
 	var reran []string
-	for _, turn := range runner.Turns() {
+	for _, turn := range r.runner.Turns() {
 		if in := turn.Input.Text(); in != "task" { // the cut-off turn's runner call may still be on its way
 			reran = append(reran, in)
 		}
 	}
 	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
-	require.Nil(t, sys.Jobs().RegisteredAgent(ctx, "c"), "the child agent was disposed with its Activation")
+}
+
+// An Activation that panics restarts from its persisted session: the turn in flight
+// is recorded aborted (not re-run), the messages queued behind it run in order, the
+// message whose handling crashed is answered ACTIVATION_FAILED, and the child stays
+// the same session with a new epoch (its predecessor fenced).
+func TestActivationPanicRestartsFromTheStore(t *testing.T) {
+	r := crashWhileHeld(t, false)
+	require.Equal(t, subagent.StopAborted, r.aborted.StopReason)
+	require.True(t, r.logs.Contains("panicked and restarts from its persisted session"))
+	r.requireRestored(t, 2, "the restart took a new epoch")
+	require.Nil(t, r.sys.Jobs().RegisteredAgent(context.Background(), "c"), "the child agent was disposed with its Activation")
 }
 
 // An Activation whose restore panics too (its restart crashes before it has
@@ -149,69 +178,8 @@ func TestActivationPanicRestartsFromTheStore(t *testing.T) {
 // while it restores, or the second crash would go unnoticed and the queue would
 // never run.)
 func TestActivationPanicInItsRestoreRestartsAgain(t *testing.T) {
-	sys, logs := troupetest.Served(t)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	runner := subagent.NewScripted()
-	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
-		if in := turn.Input.Text(); in != "task" {
-			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
-		}
-		return subagent.Reply{Block: true}, true // held until the restart cancels it
-	}
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
-	store.abortPanics.Store(true)
-	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
-	require.NoError(t, err)
-	in := &inbox{msgs: make(chan owner.Message, 8)}
-	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
-	ctx := context.Background()
-
-	_, first, err := m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
-	require.NoError(t, err)
-	waitEntry(t, store.appended, session.EntryTurnStart)
-	for _, text := range []string{"B", "C"} {
-		_, err := m.Followup(ctx, parent, "c", text, session.Source{Kind: "coordinator"})
-		require.NoError(t, err)
-	}
-	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
-	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
-
-	aborted := waitEntry(t, store.appended, session.EntryTurnAborted)
-	require.Equal(t, first, aborted.InboxID)
-	select {
-	case n := <-in.msgs:
-		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
-	case <-time.After(budget):
-		snap, _ := store.Load(ctx, "c")
-		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live(ctx))
-	}
-	require.False(t, store.abortPanics.Load(), "the restore's append panicked")
-	require.True(t, logs.Contains("store exploded while restoring"), "the second crash was supervised: %v", logs.Lines())
-
-	snap, err := store.Load(ctx, "c")
-	require.NoError(t, err)
-	require.Equal(t, uint64(3), snap.Header.Epoch, "each restart took a new epoch")
-	var users, ends []string
-	for _, e := range snap.Log {
-		switch {
-		case e.Kind == session.EntryMessage && e.Role == "user":
-			users = append(users, e.Content[0].Text)
-		case e.Kind == session.EntryTurnEnd || e.Kind == session.EntryTurnAborted:
-			ends = append(ends, e.Kind+":"+e.StopReason)
-		}
-	}
-	require.Equal(t, []string{"task", "B", "C"}, users, "the cut-off turn is not re-run")
-	require.Equal(t, []string{"turn/aborted-by-crash:aborted", "turn/end:completed", "turn/end:completed"}, ends)
-	var reran []string
-	for _, turn := range runner.Turns() {
-		if in := turn.Input.Text(); in != "task" {
-			reran = append(reran, in)
-		}
-	}
-	require.Equal(t, []string{"B", "C"}, reran, "each queued message ran once")
+	r := crashWhileHeld(t, true)
+	require.False(t, r.store.abortPanics.Load(), "the restore's append panicked")
+	require.True(t, r.logs.Contains("store exploded while restoring"), "the second crash was supervised: %v", r.logs.Lines())
+	r.requireRestored(t, 3, "each restart took a new epoch")
 }

@@ -187,36 +187,35 @@ func turnDescOf(d Descriptor, _ error) turnDesc {
 
 // Receive handles one message. A handler that panicked leaves crashed set: the
 // directory, the Activation's supervisor, then either stops it or resumes it
-// (HandleFailure) with a reincarnated message queued, and the first message it
-// takes after the resume resets it in place first (reincarnate) — what protoactor's
-// restart would do by re-creating the actor, without re-creating it (every
-// Activation shares one Props, see directoryActor.activationProps). The stop
-// notifications (Stopping, Stopped) never reset it.
+// (HandleFailure, resume), delivering Started to it again as a system message
+// first. A crashed Activation takes that Started as its reincarnation: it resets
+// itself in place (reincarnate) — what protoactor's restart does by re-creating the
+// actor and invoking Started before any queued message, without re-creating it
+// (every Activation shares one Props, see directoryActor.activationProps).
+//
+// The reset runs on a system message, never on a queued one: a reset that panics
+// (its restore crashed) must not consume a message it was not handling — a
+// beginDispose or agentGone lost there left its Activation resident for good and
+// the followups waiting on its disposal unanswered.
 func (a *activationActor) Receive(c actor.Context) {
-	switch c.Message().(type) {
-	case *actor.Stopping, *actor.Stopped:
-		a.receive(c)
-		return
-	}
-	if a.crashed {
+	if _, ok := c.Message().(*actor.Started); ok && a.crashed {
 		a.reincarnate(c)
+		a.crashed = false
+		return
 	}
 	a.crashed = true
 	a.receive(c)
 	a.crashed = false
 }
 
-// reincarnated is queued by the directory when it resumes a crashed Activation, so
-// that it resets at once even when nothing else is queued (see Receive).
-type reincarnated struct{}
-
 // reincarnate resets a crashed Activation in place, as a new incarnation of its
 // actor: its cut-off turn is cancelled (the directory has cancelled it already),
 // everything but its carry is dropped, and it restores from the store with a new
-// epoch (start), holding turns until the crashed turn has returned.
+// epoch (start), holding turns until the crashed turn has returned. A panic in
+// start leaves crashed set, and the next resume reincarnates it again.
 func (a *activationActor) reincarnate(c actor.Context) {
 	a.stopTurn(&Cancel{Kind: "parent"})
-	*a = activationActor{m: a.m, c: a.c, core: NewCore(), crashed: true} // a panic in start leaves it set
+	*a = activationActor{m: a.m, c: a.c, core: NewCore(), crashed: true}
 	a.start(c)
 }
 
@@ -270,8 +269,6 @@ func (a *activationActor) receive(c actor.Context) {
 			a.hist = append(m.msgs, a.hist...)
 			a.base, a.baseSeq = 0, 0
 		}
-	case *reincarnated:
-		// Nothing more: Receive has reset the Activation if it had crashed.
 	case *actor.Stopping:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	}

@@ -61,3 +61,14 @@ func (m *Manager) ResidentAgent(childID string) *owner.Agent {
 func UnboundSurfaceDelivery() error {
 	return (&childSurface{}).Followup(owner.Message{ID: "m", Role: "user", Text: "early"})
 }
+
+// DeliverToActivation puts msg straight into childID's resident Activation's
+// mailbox, as its child agent's surface does (Steer): queued by the time it
+// returns, whatever state the Activation is in. False if none is resident.
+func (m *Manager) DeliverToActivation(childID string, msg owner.Message) bool {
+	e, ok := m.resident(context.Background(), childID)[childID]
+	if ok {
+		m.root.Send(e.pid, &inboxIn{msg: msg, wake: true})
+	}
+	return ok
+}

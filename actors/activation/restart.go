@@ -23,7 +23,7 @@ const DefaultRestartGrace = time.Second
 // from the store, with the turn in flight recorded aborted and the queued messages kept —
 // unless its restart intensity is spent (Deps.Restarts, by default more than 3
 // failures within 10 s, decided by supervision.Decide); then it stops.
-func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
+func (d *directoryActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	rs *actor.RestartStatistics, reason any, message any) {
 	id := ""
 	if e := d.byPID[child.Id]; e != nil {
@@ -73,27 +73,30 @@ func (d *directoryActor) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 				case <-q:
 				case <-t.C:
 				}
-				root.Send(self, &restartAfterTurn{pid: child, sup: sup, reason: reason})
+				root.Send(self, &restartAfterTurn{sys: sys, pid: child, sup: sup, reason: reason})
 			}()
 			return
 		}
 	}
 	d.activationRestarted(child, reason)
-	d.resume(sup, child)
+	d.resume(sys, sup, child)
 }
 
-// resume restarts a crashed Activation: its actor is resumed with a reincarnated
-// message queued behind what its mailbox holds, and the first message it takes
-// resets it in place (activationActor.Receive), so its actor is never re-created
-// (its producer runs only at its spawn: directoryActor.activationProps).
-func (d *directoryActor) resume(sup actor.Supervisor, child *actor.PID) {
-	d.m.root.Send(child, &reincarnated{})
+// resume restarts a crashed Activation: Started is delivered to it again as a
+// system message, ahead of everything its mailbox holds (system messages run even
+// while it is suspended), and it resets itself in place on it
+// (activationActor.Receive); then its mailbox is resumed. Its actor is never
+// re-created: its producer runs only at its spawn (directoryActor.activationProps).
+func (d *directoryActor) resume(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID) {
+	p, _ := sys.ProcessRegistry.Get(child) // dead letters once it has stopped
+	p.SendSystemMessage(child, &actor.Started{})
 	sup.ResumeChildren(child)
 }
 
 // restartAfterTurn restarts a crashed Activation whose cancelled turn has returned
 // (see HandleFailure), unless it stopped meanwhile.
 type restartAfterTurn struct {
+	sys    *actor.ActorSystem
 	pid    *actor.PID
 	sup    actor.Supervisor
 	reason any
@@ -104,5 +107,5 @@ func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
 		return // stopped (a drain or a disposal) while it waited
 	}
 	d.activationRestarted(m.pid, m.reason)
-	d.resume(m.sup, m.pid)
+	d.resume(m.sys, m.sup, m.pid)
 }

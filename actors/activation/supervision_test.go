@@ -183,3 +183,62 @@ func TestActivationPanicInItsRestoreRestartsAgain(t *testing.T) {
 	require.True(t, r.logs.Contains("store exploded while restoring"), "the second crash was supervised: %v", r.logs.Lines())
 	r.requireRestored(t, 3, "each restart took a new epoch")
 }
+
+// A restart whose restore panics consumes none of the messages queued meanwhile:
+// the reset runs on a Started of its own, ahead of the mailbox, and the message
+// queued while the crashed Activation was suspended still runs once the second
+// restore succeeds. (When the reset ran on the first queued message instead, its
+// panic took that message with it — here a delivery from the child's surface,
+// in the suites a disposal step or agentGone — and the child never ran it, or
+// never settled.)
+func TestActivationRestoreThatPanicsLosesNoQueuedMessage(t *testing.T) {
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	runner := subagent.NewScripted()
+	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+		if in := turn.Input.Text(); in != "task" {
+			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
+		}
+		<-release // ignores the cancellation: the restart waits for it (RestartGrace)
+		return subagent.Reply{Block: true}, true
+	}
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	store.abortPanics.Store(true)
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)),
+		func(d *activation.Deps) { d.RestartGrace = time.Hour })
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	ctx := context.Background()
+
+	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.NoError(t, err)
+	waitEntry(t, store.appended, session.EntryTurnStart)
+	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
+	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
+	// The crashed Activation is suspended until its cut-off turn returns: D waits in
+	// its mailbox, and the first restore panics when the turn is released.
+	require.True(t, m.DeliverToActivation("c", owner.Message{ID: "d-1", Role: "user", Text: "D",
+		Source: owner.Source{Kind: "coordinator"}}))
+	close(release)
+
+	select {
+	case n := <-in.msgs:
+		require.Equal(t, []string{"Its closing message:", "d done"}, n.More)
+	case <-time.After(budget):
+		t.Fatalf("no settlement notice; logs %v; live %d", logs.Lines(), m.Live(ctx))
+	}
+	require.False(t, store.abortPanics.Load(), "the first restore panicked")
+	require.True(t, logs.Contains("store exploded while restoring"), "%v", logs.Lines())
+	var ran []string
+	for _, turn := range runner.Turns() {
+		ran = append(ran, turn.Input.Text())
+	}
+	require.Equal(t, []string{"task", "D"}, ran, "D, queued during the crash, ran once after the second restore")
+}

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -77,6 +79,11 @@ type Node struct {
 	logger       *slog.Logger
 	local        *Local
 	proxies      *actor.PID
+	// left is closed, and replaced, each time a member leaves the topology: the
+	// calls in flight then retry at once (call), instead of waiting out the
+	// attempt that went to the member that died.
+	left    atomic.Pointer[chan struct{}]
+	leftSub *eventstream.Subscription
 	// key derives the credentials of this member's top-level parents' children.
 	key [credentialBytes]byte
 	// ctx ends at Shutdown: the notice deliveries in flight give up.
@@ -162,6 +169,15 @@ func Start(cfg Config) (*Node, error) {
 	cc := pcluster.Configure(cfg.Name, cfg.Provider, disthash.New(), rc,
 		pcluster.WithKinds(kind), pcluster.WithRequestTimeout(cfg.RequestTimeout))
 	n.cl = pcluster.New(n.system, cc)
+	// Subscribed after pcluster.New's own subscriber, which drops the left
+	// members' cached PIDs: a retry made on the signal no longer resolves to them.
+	first := make(chan struct{})
+	n.left.Store(&first)
+	n.leftSub = n.system.EventStream.Subscribe(func(evt any) {
+		if t, ok := evt.(*pcluster.ClusterTopology); ok && len(t.Left) > 0 {
+			n.memberLeft()
+		}
+	})
 	n.proxies = n.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxies{n: n, agents: map[string]*owner.Agent{}}
 	}))
@@ -169,6 +185,7 @@ func Start(cfg Config) (*Node, error) {
 	if _, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &endpoint{n: n} }), NoticeEndpoint); err != nil {
 		n.cancel()
 		n.cl.Shutdown(true)
+		n.system.EventStream.Unsubscribe(n.leftSub)
 		return nil, messages.Errorf(CodeConfig, "cluster: the notice endpoint: %v", err)
 	}
 	return n, nil
@@ -179,6 +196,14 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) Shutdown() {
 	n.cancel()
 	n.cl.Shutdown(true)
+	n.system.EventStream.Unsubscribe(n.leftSub)
+}
+
+// memberLeft wakes the calls in flight (see left). It runs inside protoactor's
+// topology update, under the member list's lock: it only closes a channel.
+func (n *Node) memberLeft() {
+	next := make(chan struct{})
+	close(*n.left.Swap(&next))
 }
 
 // Parent is whom a Start speaks for: a top-level agent of this member (Kind "")
@@ -238,7 +263,9 @@ func (n *Node) call(ctx context.Context, id string, msg proto.Message) (*wire.Ac
 	// protoactor's disthash lookup waits a fixed 5 s on an owner that died before
 	// the topology dropped it, so one attempt may hang past reqTimeout: a new
 	// attempt starts every reqTimeout (hedged; the message id makes them one
-	// message), and the first answer from any attempt wins.
+	// message), and the first answer from any attempt wins. A member leaving the
+	// topology starts a new attempt at once: the one in flight may be waiting on
+	// the member that died, and the topology now routes elsewhere.
 	const maxAttempts = 32
 	type attempt struct {
 		res any
@@ -253,6 +280,7 @@ func (n *Node) call(ctx context.Context, id string, msg proto.Message) (*wire.Ac
 			results <- attempt{res, err}
 		}()
 	}
+	left := *n.left.Load()
 	launch()
 	next := time.NewTimer(n.reqTimeout)
 	defer next.Stop()
@@ -276,6 +304,12 @@ func (n *Node) call(ctx context.Context, id string, msg proto.Message) (*wire.Ac
 			// A failed or moved attempt: try again soon.
 			next.Reset(20 * time.Millisecond)
 		case <-next.C:
+			if launched < maxAttempts {
+				launch()
+			}
+			next.Reset(n.reqTimeout)
+		case <-left:
+			left = *n.left.Load()
 			if launched < maxAttempts {
 				launch()
 			}

@@ -153,11 +153,7 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	fault.Yield(PointDirectoryMaterialize)
-	agent, surface, err := d.newChildAgent(c, id)
-	if err != nil {
-		return nil, err
-	}
-	return d.spawnActivation(c, id, parent, label, agent, surface, res.Header, &res, nil, false)
+	return d.newActivation(c, id, parent, label, res.Header, &res, nil, false)
 }
 
 // materializeCold resumes the session of a settled child that a followup
@@ -167,26 +163,20 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 // session's only open message, the same commit records its turn start (the
 // entries runTurn would append), and the Activation runs that turn without a
 // commit of its own once it has answered (carry.recorded): one synced commit
-// between the followup and its turn instead of two. The child's agent is made
-// before the commit, so the one failure left after it is a spawn's (protoactor's
-// name taken, which d.spawned rules out). If no Activation could be spawned, the
-// message is discarded — or, its turn start recorded, logged aborted — and its
-// caller is answered an error.
+// between the followup and its turn instead of two. If no Activation could be
+// spawned, the message is discarded — or, its turn start recorded, logged
+// aborted, as a crash right after the commit would have left it (it never ran) —
+// and its caller is answered an error.
 func (d *directoryActor) materializeCold(c actor.Context, id string, parent *owner.Agent, label string,
 	msg session.InboxMessage) (*entry, error) {
 	ctx := context.Background()
-	agent, surface, err := d.newChildAgent(c, id)
-	if err != nil {
-		return nil, err
-	}
 	res, acc, started, err := d.m.deps.Store.ResumeAccept(ctx, id, msg, turnStart(msg))
 	if err != nil {
-		d.dropChildAgent(agent)
 		return nil, err
 	}
 	fault.Yield(PointDirectoryMaterialize)
 	res.ToRun = slices.DeleteFunc(res.ToRun, func(m session.InboxMessage) bool { return m.ID == acc.ID })
-	e, err := d.spawnActivation(c, id, parent, label, agent, surface, res.Header, &res, &acc, started)
+	e, err := d.newActivation(c, id, parent, label, res.Header, &res, &acc, started)
 	if err != nil {
 		end := session.Entry{Kind: session.EntryDiscarded, InboxID: acc.ID}
 		if started {
@@ -198,6 +188,17 @@ func (d *directoryActor) materializeCold(c actor.Context, id string, parent *own
 		return nil, err
 	}
 	return e, nil
+}
+
+// newActivation makes the child's agent (newChildAgent) and spawns its
+// Activation with it (spawnActivation).
+func (d *directoryActor) newActivation(c actor.Context, id string, parent *owner.Agent, label string,
+	h session.Header, res *session.Resumed, pre *session.InboxMessage, started bool) (*entry, error) {
+	agent, surface, err := d.newChildAgent(c, id)
+	if err != nil {
+		return nil, err
+	}
+	return d.spawnActivation(c, id, parent, label, agent, surface, h, res, pre, started)
 }
 
 // newChildAgent makes the agent instance of a new incarnation of child id, with

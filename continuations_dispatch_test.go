@@ -36,9 +36,9 @@ func (s *poolStore) note(call string) {
 	s.calls[call] = onPool
 }
 
-func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
 	s.note("ResumeAccept")
-	return s.Memory.ResumeAccept(ctx, id, m)
+	return s.Memory.ResumeAccept(ctx, id, m, start)
 }
 
 func (s *poolStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {

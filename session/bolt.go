@@ -334,22 +334,25 @@ func (b *Bolt) Activate(ctx context.Context, id string) (Snapshot, error) {
 // descriptor, the latest provider state and the open messages: a handful of
 // reads plus one per open message, whatever the log's length.
 func (b *Bolt) Resume(ctx context.Context, id string) (Resumed, error) {
-	r, _, err := b.resume(id, nil)
+	r, _, _, err := b.resume(id, nil, nil)
 	return r, err
 }
 
-// ResumeAccept is Resume with m accepted at the new epoch, in the same
-// transaction (one synced commit).
-func (b *Bolt) ResumeAccept(ctx context.Context, id string, m InboxMessage) (Resumed, InboxMessage, error) {
-	return b.resume(id, &m)
+// ResumeAccept is Resume with m accepted at the new epoch, and start appended if
+// m is then the only open message, in the same transaction (one synced commit).
+func (b *Bolt) ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
+	return b.resume(id, &m, start)
 }
 
-// resume takes the next epoch, accepts m at it if m is not nil, and reads the
-// restore index, in one transaction.
-func (b *Bolt) resume(id string, m *InboxMessage) (Resumed, InboxMessage, error) {
+// resume takes the next epoch, accepts m at it if m is not nil, reads the
+// restore index and, if start is not empty and m is the only open message,
+// appends start, in one transaction.
+func (b *Bolt) resume(id string, m *InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
 	var r Resumed
 	var out InboxMessage
+	var started bool
 	err := b.write(func(tx *bolt.Tx) error {
+		started = false // fn may run more than once (see write)
 		sb, h, err := session(tx, id)
 		if err != nil {
 			return err
@@ -368,13 +371,27 @@ func (b *Bolt) resume(id string, m *InboxMessage) (Resumed, InboxMessage, error)
 				return err
 			}
 		}
-		r, err = resumed(sb, h)
-		return err
+		if r, err = resumed(sb, h); err != nil {
+			return err
+		}
+		if m != nil && len(start) > 0 && onlyOpen(r, out) {
+			if err := appendEntries(sb, start); err != nil {
+				return err
+			}
+			started = true
+		}
+		return nil
 	})
 	if err != nil {
-		return Resumed{}, InboxMessage{}, err
+		return Resumed{}, InboxMessage{}, false, err
 	}
-	return r, out, nil
+	return r, out, started, nil
+}
+
+// onlyOpen reports whether m is r's only open message: nothing else to run and
+// nothing cut off, so m's turn is the one to start at once.
+func onlyOpen(r Resumed, m InboxMessage) bool {
+	return len(r.CutOff) == 0 && len(r.ToRun) == 1 && r.ToRun[0].ID == m.ID && r.ToRun[0].Seq == m.Seq
 }
 
 func resumed(sb *bolt.Bucket, h Header) (Resumed, error) {

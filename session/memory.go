@@ -67,18 +67,27 @@ func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
 	return s.Resumed(), nil
 }
 
-// ResumeAccept is Resume and Accept under one lock.
-func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage) (Resumed, InboxMessage, error) {
+// ResumeAccept is Resume and Accept, and start's Append if msg is then the only
+// open message, under one lock.
+func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, err := m.get(id)
 	if err != nil {
-		return Resumed{}, InboxMessage{}, err
+		return Resumed{}, InboxMessage{}, false, err
 	}
 	s.Header.Epoch++
 	msg.Seq = uint64(len(s.Inbox) + 1)
 	s.Inbox = append(s.Inbox, msg)
-	return s.Resumed(), msg, nil
+	r := s.Resumed()
+	if len(start) == 0 || !onlyOpen(r, msg) {
+		return r, msg, false, nil
+	}
+	for _, e := range start {
+		e.Seq = uint64(len(s.Log) + 1)
+		s.Log = append(s.Log, e)
+	}
+	return r, msg, true, nil
 }
 
 func (m *Memory) History(ctx context.Context, id string, upTo uint64) ([]Entry, error) {

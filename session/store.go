@@ -122,7 +122,18 @@ type Store interface {
 	// (assigned Seq, the last of the returned Resumed's ToRun), or neither. An
 	// Activation restored cold by a followup takes its epoch and accepts that
 	// followup with it, one durable commit instead of two.
-	ResumeAccept(ctx context.Context, id string, m InboxMessage) (Resumed, InboxMessage, error)
+	//
+	// start, if not empty, is m's turn start: the entries an Activation appends
+	// when m's turn starts (EntryTurnStart naming m, then m's content as a user
+	// EntryMessage). If m is then the session's only open message (nothing else
+	// to run, nothing cut off), so its turn is the one to start at once, the store
+	// appends start in the same transaction (as Append would, at the new epoch)
+	// and reports started: the followup's acceptance and its turn start are one
+	// durable commit, answered before the turn is run (SPEC §1.3 rule 35). The
+	// returned Resumed is as of before start (m among ToRun). A store may always
+	// decline (started false, nothing appended): the Activation then records the
+	// turn start itself.
+	ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry) (r Resumed, accepted InboxMessage, started bool, err error)
 	// History reads the session's model history: its EntryMessage entries with seq
 	// <= upTo, in order.
 	History(ctx context.Context, id string, upTo uint64) ([]Entry, error)

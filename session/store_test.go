@@ -26,3 +26,13 @@ func TestStoreBolt(t *testing.T) {
 		return b
 	})
 }
+
+// Memory and Bolt record the turn start of a cold restore's lone message in
+// ResumeAccept's commit (session/postgres declines).
+func TestResumeAcceptStartsMemory(t *testing.T) { storetest.ResumeAcceptStarts(t, session.NewMemory()) }
+
+func TestResumeAcceptStartsBolt(t *testing.T) {
+	b, err := session.OpenBolt(filepath.Join(t.TempDir(), "sessions.db"))
+	require.NoError(t, err)
+	storetest.ResumeAcceptStarts(t, b)
+}

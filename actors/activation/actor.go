@@ -128,8 +128,14 @@ type carry struct {
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
 	// queues it from the store.
-	pre   *session.InboxMessage
-	quiet chan struct{} // closed when the last turn's goroutine has returned
+	pre *session.InboxMessage
+	// recorded is the inbox id of a message whose turn start and input the store
+	// holds already (Store.ResumeAccept recorded them with pre's acceptance) but
+	// whose turn has not run yet: runTurn does not record them again, and a
+	// restarted incarnation's restore queues it first rather than logging it cut
+	// off — it never ran. "" once its turn has run, or for none.
+	recorded string
+	quiet    chan struct{} // closed when the last turn's goroutine has returned
 	// cancel cancels the last turn's context. The directory uses it (with quiet) when
 	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
 	cancel context.CancelCauseFunc
@@ -338,7 +344,12 @@ func (a *activationActor) start(c actor.Context) {
 	a.header, a.epoch = res.Header, res.Header.Epoch
 	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
 	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
+	toRun := res.ToRun
 	for _, m := range res.CutOff {
+		if m.ID == a.c.recorded { // its turn start is logged, but the turn never ran
+			toRun = append([]session.InboxMessage{m}, toRun...)
+			continue
+		}
 		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
@@ -349,7 +360,7 @@ func (a *activationActor) start(c actor.Context) {
 	for id := range a.c.owned {
 		owned = append(owned, id)
 	}
-	a.apply(c, a.core.Restore(res.ToRun, owned))
+	a.apply(c, a.core.Restore(toRun, owned))
 }
 
 // history is the turn's Turn.History: in memory once loaded, else read from the
@@ -422,20 +433,28 @@ func (a *activationActor) stopTurn(cause error) {
 	}
 }
 
-// runTurn records the turn's start and its input in the Session log, then runs the
-// turn in a goroutine; its end comes back as turnEnded.
+// turnStart is what a turn's start records in the Session log: the turn start
+// naming its inbox message, and the message as the turn's user input.
+func turnStart(in session.InboxMessage) []session.Entry {
+	return []session.Entry{{Kind: session.EntryTurnStart, InboxID: in.ID},
+		{Kind: session.EntryMessage, Role: "user", Content: in.Content}}
+}
+
+// runTurn records the turn's start and its input in the Session log (unless the
+// cold restore's commit recorded them: carry.recorded), then runs the turn in a
+// goroutine; its end comes back as turnEnded.
 func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	input := subagent.Message{Role: "user"}
 	for _, b := range in.Content {
 		input.Content = append(input.Content, subagent.Block{Type: b.Type, Text: b.Text})
 	}
-	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
-		session.Entry{Kind: session.EntryTurnStart, InboxID: in.ID},
-		session.Entry{Kind: session.EntryMessage, Role: "user", Content: in.Content}); err != nil {
-		// A stale epoch: another activation owns the session now. Stop appending.
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
-		a.retire(c, err)
-		return
+	if in.ID == "" || in.ID != a.c.recorded {
+		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, turnStart(in)...); err != nil {
+			// A stale epoch: another activation owns the session now. Stop appending.
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
+			a.retire(c, err)
+			return
+		}
 	}
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
@@ -453,6 +472,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
 	a.c.quiet, a.c.cancel = quiet, cancel
+	a.c.recorded = "" // its turn runs now: a restart from here on finds it cut off
 	go func() {
 		defer close(quiet)
 		res, produced, state := subagent.RunOneTurnState(ctx, runner, turn)

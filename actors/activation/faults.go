@@ -20,6 +20,10 @@ const (
 	// PointActivationAccept: a message is durable in the inbox journal; its sender
 	// is not answered yet.
 	PointActivationAccept = "activation.accept.after-write"
+	// PointActivationRecordedCrash: a fault point (fault.Point): the Activation
+	// of a cold restore has answered its followup, whose turn start the restore's
+	// commit recorded, and has not run that turn yet; firing, it panics there.
+	PointActivationRecordedCrash = "activation.recorded.crash"
 	// PointActivationTurnStart: a turn's start is logged; its goroutine is not
 	// started yet.
 	PointActivationTurnStart = "activation.turn.start"

@@ -16,10 +16,10 @@ import (
 
 // countingStore counts the model history reads (Store.History), the writes that
 // take an epoch or accept a message (Resume, Activate, Accept, ResumeAccept: one
-// commit each) and the turn starts appended.
+// commit each), the turn starts appended and those ResumeAccept recorded.
 type countingStore struct {
 	*session.Memory
-	reads, epochOrAccept, turnStarts atomic.Int64
+	reads, epochOrAccept, turnStarts, startsWithAccept atomic.Int64
 }
 
 func (s *countingStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
@@ -32,9 +32,13 @@ func (s *countingStore) Activate(ctx context.Context, id string) (session.Snapsh
 	return s.Memory.Activate(ctx, id)
 }
 
-func (s *countingStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+func (s *countingStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
 	s.epochOrAccept.Add(1)
-	return s.Memory.ResumeAccept(ctx, id, m)
+	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start)
+	if started {
+		s.startsWithAccept.Add(1)
+	}
+	return r, out, started, err
 }
 
 func (s *countingStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {
@@ -165,9 +169,11 @@ func TestColdResumeWithoutReadingTheHistory(t *testing.T) {
 	require.Zero(t, store.reads.Load())
 }
 
-// A followup that restores a settled child cold takes the session's epoch and
-// accepts its message in one commit (Store.ResumeAccept) — not a Resume and an
-// Accept — and its turn start stays a write of its own (case 146).
+// A followup that restores a settled child cold takes the session's epoch,
+// accepts its message and — the message being the only one open, so its turn is
+// the one to start at once — records its turn start, in one commit
+// (Store.ResumeAccept): not a Resume and an Accept, and no turn start appended
+// apart. The turn start is in the log once, before the turn's end.
 func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
 	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
 	store, followup, start, _, notices := historyRig(t, runner)
@@ -181,9 +187,19 @@ func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
 	recv(t, runner.turns)
 	recv(t, notices)
 	require.Equal(t, int64(1), store.epochOrAccept.Load()-writes, "the cold restore's epoch and acceptance are one commit")
-	require.Equal(t, int64(1), store.turnStarts.Load()-starts, "the turn start is appended apart")
+	require.Equal(t, int64(1), store.startsWithAccept.Load(), "the turn start is in the acceptance's commit")
+	require.Equal(t, int64(0), store.turnStarts.Load()-starts, "no turn start is appended apart")
 	snap, err := store.Load(context.Background(), "c1")
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), snap.Header.Epoch)
-	require.Equal(t, "one", snap.Inbox[len(snap.Inbox)-1].Content[0].Text)
+	last := snap.Inbox[len(snap.Inbox)-1]
+	require.Equal(t, "one", last.Content[0].Text)
+	var kinds []string
+	for _, e := range snap.Log {
+		if e.InboxID == last.ID || (e.Kind == session.EntryMessage && e.Role == "user" && e.Content[0].Text == "one") {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	require.Equal(t, []string{session.EntryTurnStart, session.EntryMessage, session.EntryTurnEnd}, kinds,
+		"one turn start and one input, then the end")
 }

@@ -89,6 +89,9 @@ func (a *activationActor) preAccepted(c actor.Context, m *submit) {
 	fault.Yield(PointActivationAccept)
 	a.announce()
 	m.reply(acceptRes{id: id})
+	if fault.Point(PointActivationRecordedCrash) {
+		panic("activation: planted crash after a cold restore's answer (" + PointActivationRecordedCrash + ")")
+	}
 	if held != nil {
 		a.apply(c, a.core.Admit(*held, true))
 	}

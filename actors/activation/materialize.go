@@ -153,27 +153,36 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 		return nil, err
 	}
 	fault.Yield(PointDirectoryMaterialize)
-	return d.spawnActivation(c, id, parent, label, res.Header, &res, nil)
+	return d.newActivation(c, id, parent, label, res.Header, &res, nil, false)
 }
 
 // materializeCold resumes the session of a settled child that a followup
 // restores and accepts the followup's message (msg) with the new epoch, in one
 // commit (Store.ResumeAccept), then spawns its Activation, which answers the
-// followup with the message (submit.pre) before it can run it. If no Activation
-// could be spawned, the message is discarded: its caller is answered an error.
+// followup with the message (submit.pre) before it can run it. If msg is then the
+// session's only open message, the same commit records its turn start (the
+// entries runTurn would append), and the Activation runs that turn without a
+// commit of its own once it has answered (carry.recorded): one synced commit
+// between the followup and its turn instead of two. If no Activation could be
+// spawned, the message is discarded — or, its turn start recorded, logged
+// aborted, as a crash right after the commit would have left it (it never ran) —
+// and its caller is answered an error.
 func (d *directoryActor) materializeCold(c actor.Context, id string, parent *owner.Agent, label string,
 	msg session.InboxMessage) (*entry, error) {
 	ctx := context.Background()
-	res, acc, err := d.m.deps.Store.ResumeAccept(ctx, id, msg)
+	res, acc, started, err := d.m.deps.Store.ResumeAccept(ctx, id, msg, turnStart(msg))
 	if err != nil {
 		return nil, err
 	}
 	fault.Yield(PointDirectoryMaterialize)
 	res.ToRun = slices.DeleteFunc(res.ToRun, func(m session.InboxMessage) bool { return m.ID == acc.ID })
-	e, err := d.spawnActivation(c, id, parent, label, res.Header, &res, &acc)
+	e, err := d.newActivation(c, id, parent, label, res.Header, &res, &acc, started)
 	if err != nil {
-		if derr := d.m.deps.Store.Append(ctx, id, res.Header.Epoch,
-			session.Entry{Kind: session.EntryDiscarded, InboxID: acc.ID}); derr != nil {
+		end := session.Entry{Kind: session.EntryDiscarded, InboxID: acc.ID}
+		if started {
+			end = session.Entry{Kind: session.EntryTurnAborted, InboxID: acc.ID, StopReason: subagent.StopAborted}
+		}
+		if derr := d.m.deps.Store.Append(ctx, id, res.Header.Epoch, end); derr != nil {
 			d.m.logger.Warn(fmt.Sprintf("subagent: %s: discarding a message no activation accepted failed: %s", id, derr.Error()))
 		}
 		return nil, err
@@ -181,23 +190,49 @@ func (d *directoryActor) materializeCold(c actor.Context, id string, parent *own
 	return e, nil
 }
 
-// spawnActivation spawns an Activation of session id (header h) whose first
-// incarnation starts from res; pre, if not nil, is a message accepted with res's
-// epoch and left out of its ToRun, for the submit marked pre to answer and queue.
-func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *owner.Agent, label string,
-	h session.Header, res *session.Resumed, pre *session.InboxMessage) (*entry, error) {
-	// Each Activation gets a name of its own: the previous one of the same session
-	// may still be stopping (a name is free only once its actor has stopped).
-	d.spawned++
-	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
+// newActivation makes the child's agent (newChildAgent) and spawns its
+// Activation with it (spawnActivation).
+func (d *directoryActor) newActivation(c actor.Context, id string, parent *owner.Agent, label string,
+	h session.Header, res *session.Resumed, pre *session.InboxMessage, started bool) (*entry, error) {
+	agent, surface, err := d.newChildAgent(c, id)
+	if err != nil {
+		return nil, err
+	}
+	return d.spawnActivation(c, id, parent, label, agent, surface, h, res, pre, started)
+}
+
+// newChildAgent makes the agent instance of a new incarnation of child id, with
+// the surface its Activation binds once spawned.
+func (d *directoryActor) newChildAgent(c actor.Context, id string) (*owner.Agent, *childSurface, error) {
 	surface := &childSurface{root: c.ActorSystem().Root}
 	agent, err := d.m.deps.NewAgent(id, surface)
 	if err != nil {
 		if messages.CodeOf(err) == messages.CodeNoAgentRegistry {
-			return nil, unavailable()
+			return nil, nil, unavailable()
 		}
-		return nil, err
+		return nil, nil, err
 	}
+	return agent, surface, nil
+}
+
+// dropChildAgent undoes newChildAgent for an Activation that was not spawned.
+func (d *directoryActor) dropChildAgent(agent *owner.Agent) {
+	_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), agent)
+	go func() { _ = agent.Dispose(context.Background()) }()
+}
+
+// spawnActivation spawns an Activation of session id (header h) with agent (made
+// by newChildAgent; disposed here if the spawn fails) whose first incarnation
+// starts from res; pre, if not nil, is a message accepted with res's epoch and
+// left out of its ToRun, for the submit marked pre to answer and queue, and
+// started says that its turn start is recorded already (carry.recorded).
+func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *owner.Agent, label string,
+	agent *owner.Agent, surface *childSurface, h session.Header, res *session.Resumed, pre *session.InboxMessage,
+	started bool) (*entry, error) {
+	// Each Activation gets a name of its own: the previous one of the same session
+	// may still be stopping (a name is free only once its actor has stopped).
+	d.spawned++
+	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
 	ancestry := []string{parent.PID().Id}
 	for cur := parent.PID().Id; ; {
 		pid, ok := d.byAgent[cur]
@@ -209,14 +244,16 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	}
 	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre},
 		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}
+	if started {
+		e.carry.recorded = pre.ID
+	}
 	// The first incarnation's restore and held message reach the producer through
 	// d.spawning (see activationProps), for the span of this SpawnNamed.
 	d.spawning = spawning{c: &e.carry, res: res, held: pre}
 	pid, err := c.SpawnNamed(d.activationProps(), name)
 	d.spawning = spawning{}
 	if err != nil {
-		_ = d.m.deps.Jobs.UnregisterAgent(context.Background(), agent)
-		go func() { _ = agent.Dispose(context.Background()) }()
+		d.dropChildAgent(agent)
 		return nil, err
 	}
 	surface.bind(pid)

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rt/troupe"
 	"github.com/troupe-rt/troupe/actors/activation"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/fault"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -241,4 +242,139 @@ func TestActivationRestoreThatPanicsLosesNoQueuedMessage(t *testing.T) {
 		ran = append(ran, turn.Input.Text())
 	}
 	require.Equal(t, []string{"task", "D"}, ran, "D, queued during the crash, ran once after the second restore")
+}
+
+// A cold restore records its followup's turn start in the commit that accepts it
+// (Store.ResumeAccept); an Activation that crashes after answering the followup,
+// before that turn ran, restarts and runs the turn — it is not logged cut off by
+// the crash, since it never ran — and the turn start is in the log once. (Logged
+// aborted, the accepted message would never run.)
+func TestColdRestoreCrashBeforeItsRecordedTurnRunsIt(t *testing.T) {
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := subagent.NewScripted()
+	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
+	}
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	ctx := context.Background()
+	notice := func() owner.Message {
+		t.Helper()
+		select {
+		case n := <-in.msgs:
+			return n
+		case <-time.After(budget):
+			t.Fatalf("no settlement notice; logs %v", logs.Lines())
+			return owner.Message{}
+		}
+	}
+
+	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"Its closing message:", "task done"}, notice().More)
+
+	restore := fault.Install(fault.New(1, fault.PointPercent(activation.PointActivationRecordedCrash, 100)))
+	msgID, err := m.Followup(ctx, parent, "c", "again", session.Source{Kind: "coordinator"})
+	require.NoError(t, err, "answered before the crash")
+	require.Equal(t, []string{"Its closing message:", "again done"}, notice().More, "the restarted Activation ran the turn")
+	restore()
+	require.True(t, logs.Contains("planted crash after a cold restore's answer"), "%v", logs.Lines())
+
+	var ran []string
+	for _, turn := range runner.Turns() {
+		ran = append(ran, turn.Input.Text())
+	}
+	require.Equal(t, []string{"task", "again"}, ran)
+	snap, err := store.Load(ctx, "c")
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range snap.Log {
+		if e.InboxID == string(msgID) {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	require.Equal(t, []string{session.EntryTurnStart, session.EntryTurnEnd}, kinds, "started once, not aborted")
+}
+
+// A cold restore whose commit recorded its followup's turn start and whose
+// Activation cannot be made (the child's agent refused) answers the followup an
+// error and logs that turn aborted — as a crash right after the commit would have
+// left it — so it is resolved: no Activation is left, and the next followup
+// restores the child and runs alone, the refused message not run.
+func TestColdRestoreWhoseAgentFailsLogsItsRecordedTurnAborted(t *testing.T) {
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := subagent.NewScripted()
+	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
+	}
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	var refuse atomic.Bool
+	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)),
+		func(d *activation.Deps) {
+			newAgent := d.NewAgent
+			d.NewAgent = func(id string, inbox owner.Surface) (*owner.Agent, error) {
+				if refuse.CompareAndSwap(true, false) {
+					return nil, messages.Errorf("TEST_REFUSED", "agent refused")
+				}
+				return newAgent(id, inbox)
+			}
+		})
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	ctx := context.Background()
+	notice := func() owner.Message {
+		t.Helper()
+		select {
+		case n := <-in.msgs:
+			return n
+		case <-time.After(budget):
+			t.Fatalf("no settlement notice; logs %v", logs.Lines())
+			return owner.Message{}
+		}
+	}
+
+	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"Its closing message:", "task done"}, notice().More)
+
+	refuse.Store(true)
+	_, err = m.Followup(ctx, parent, "c", "refused", session.Source{Kind: "coordinator"})
+	require.Equal(t, messages.Code("TEST_REFUSED"), messages.CodeOf(err), "%v", err)
+	require.Zero(t, m.Live(ctx), "no Activation is left")
+	snap, err := store.Load(ctx, "c")
+	require.NoError(t, err)
+	last := snap.Inbox[len(snap.Inbox)-1]
+	require.Equal(t, "refused", last.Content[0].Text)
+	var kinds []string
+	for _, e := range snap.Log {
+		if e.InboxID == last.ID {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	require.Equal(t, []string{session.EntryTurnStart, session.EntryTurnAborted}, kinds, "resolved: logged aborted")
+
+	_, err = m.Followup(ctx, parent, "c", "after", session.Source{Kind: "coordinator"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"Its closing message:", "after done"}, notice().More)
+	var ran []string
+	for _, turn := range runner.Turns() {
+		ran = append(ran, turn.Input.Text())
+	}
+	require.Equal(t, []string{"task", "after"}, ran, "the refused message never ran")
 }

@@ -80,13 +80,13 @@ func (s *narratedStore) Resume(ctx context.Context, id string) (session.Resumed,
 // followup in one commit: narrated as Resume (the journaled messages to run first
 // are those before the followup's). It runs on the directory, not inside an
 // Activation, so an armed crash waits for the next Accept.
-func (s *narratedStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
-	r, out, err := s.Bolt.ResumeAccept(ctx, id, m)
+func (s *narratedStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+	r, out, started, err := s.Bolt.ResumeAccept(ctx, id, m, start)
 	if err != nil {
-		return r, out, err
+		return r, out, started, err
 	}
 	s.activated(id, r.Header.Epoch, r.Messages, len(r.ToRun)-1)
-	return r, out, nil
+	return r, out, started, nil
 }
 
 func (s *narratedStore) activated(id string, epoch uint64, history, toRun int) {

@@ -390,9 +390,11 @@ func (s *Store) Resume(ctx context.Context, id string) (session.Resumed, error) 
 
 // ResumeAccept is Resume with m accepted at the new epoch: the epoch's update,
 // the message's insert and the reads are one batch, which PostgreSQL runs as one
-// implicit transaction (one commit).
-func (s *Store) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
-	return s.resume(ctx, id, &m)
+// implicit transaction (one commit). It declines start (started is always
+// false): the Activation records the turn start itself, in a commit of its own.
+func (s *Store) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, _ []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+	r, out, err := s.resume(ctx, id, &m)
+	return r, out, false, err
 }
 
 const sqlResumeAccept = `WITH s AS (

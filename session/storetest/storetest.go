@@ -55,6 +55,7 @@ var checks = []struct {
 	{"HistoryStopsAtUpTo", historyStopsAtUpTo},
 	{"ResumeAcceptTakesAnEpochAndAccepts", resumeAcceptTakesAnEpochAndAccepts},
 	{"ConcurrentResumeAcceptsAreAtomic", concurrentResumeAcceptsAreAtomic},
+	{"ResumeAcceptStartsOnlyALoneMessage", func(t *testing.T, s session.Store) { resumeAcceptStartsOnlyALoneMessage(t, s, false) }},
 }
 
 var ctx = context.Background()
@@ -541,7 +542,8 @@ func resumeAcceptTakesAnEpochAndAccepts(t *testing.T, s session.Store) {
 	require.NoError(t, err)
 	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "m0"})
 	require.NoError(t, err)
-	r, msg, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1", Content: []session.Block{{Type: "text", Text: "hi"}}})
+	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1", Content: []session.Block{{Type: "text", Text: "hi"}}}, nil)
+	require.False(t, started, "no start was given")
 	require.NoError(t, err)
 	require.Equal(t, first.Header.Epoch+1, r.Header.Epoch)
 	require.Equal(t, "m1", msg.ID)
@@ -565,12 +567,12 @@ func resumeAcceptTakesAnEpochAndAccepts(t *testing.T, s session.Store) {
 	next, err := s.Resume(ctx, "c1")
 	require.NoError(t, err)
 	require.Equal(t, []string{"m0", "m1"}, idsOf(next.ToRun))
-	_, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "fenced"})
+	_, _, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "fenced"}, nil)
 	require.NoError(t, err)
 	_, err = s.Accept(ctx, "c1", next.Header.Epoch, session.InboxMessage{ID: "late"})
 	require.ErrorIs(t, err, session.ErrStaleEpoch)
 
-	_, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"})
+	_, _, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"}, turnStartOf("m", "x"))
 	require.ErrorIs(t, err, session.ErrNotFound)
 	ids, err := s.IDs(ctx)
 	require.NoError(t, err)
@@ -594,7 +596,7 @@ func concurrentResumeAcceptsAreAtomic(t *testing.T, s session.Store) {
 	for i := range n {
 		wg.Go(func() {
 			id := "x" + string(rune('a'+i))
-			results[i].r, results[i].msg, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: id})
+			results[i].r, results[i].msg, _, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: id}, nil)
 		})
 	}
 	wg.Wait()
@@ -612,4 +614,94 @@ func concurrentResumeAcceptsAreAtomic(t *testing.T, s session.Store) {
 	snap, err := s.Load(ctx, "c1")
 	require.NoError(t, err)
 	require.Equal(t, want, idsOf(snap.Inbox), "the inbox is in epoch order")
+}
+
+// turnStartOf is the turn start of inbox message id with input text (what an
+// Activation appends when the message's turn starts).
+func turnStartOf(id, text string) []session.Entry {
+	return []session.Entry{{Kind: session.EntryTurnStart, InboxID: id},
+		{Kind: session.EntryMessage, Role: "user", Content: []session.Block{{Type: "text", Text: text}}}}
+}
+
+// kindsOf lists the kinds and inbox ids of a log.
+func kindsOf(log []session.Entry) []string {
+	out := []string{}
+	for _, e := range log {
+		out = append(out, e.Kind+":"+e.InboxID)
+	}
+	return out
+}
+
+// ResumeAccept with a turn start: a store may record it (started) or decline,
+// and either way what it reports is what it stored. Recorded, the start is
+// appended after the message's acceptance in the same write, the returned
+// Resumed is as of before it (the message to run, the log as it was), and the
+// next restore has the message cut off (started, never ended). It is never
+// recorded when another message is open: one to run before it, or one cut off.
+func resumeAcceptStartsOnlyALoneMessage(t *testing.T, s session.Store, mustStart bool) {
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
+	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1",
+		Content: []session.Block{{Type: "text", Text: "hi"}}}, turnStartOf("m1", "hi"))
+	require.NoError(t, err)
+	if mustStart {
+		require.True(t, started, "m1 is the only open message")
+	}
+	require.Equal(t, []string{"m1"}, idsOf(r.ToRun), "the answer is as of before the start")
+	require.Empty(t, r.CutOff)
+	require.Equal(t, uint64(0), r.LogSeq)
+	require.Equal(t, 0, r.Messages)
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"m1"}, idsOf(snap.Inbox))
+	require.Equal(t, msg.Seq, snap.Inbox[0].Seq)
+	next, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	if started {
+		require.Equal(t, []string{session.EntryTurnStart + ":m1", session.EntryMessage + ":"}, kindsOf(snap.Log))
+		require.Equal(t, "hi", snap.Log[1].Content[0].Text)
+		require.Empty(t, next.ToRun)
+		require.Equal(t, []string{"m1"}, idsOf(next.CutOff), "a crash after the commit: the turn started, never ended")
+		require.Equal(t, uint64(2), next.LogSeq)
+		require.Equal(t, 1, next.Messages)
+	} else {
+		require.Empty(t, snap.Log, "a declined start appends nothing")
+		require.Equal(t, []string{"m1"}, idsOf(next.ToRun))
+	}
+	require.Equal(t, snap.Resumed().ToRun, next.ToRun)
+	require.Equal(t, snap.Resumed().CutOff, next.CutOff)
+
+	// m1 open (to run or cut off): m2's start is not recorded.
+	logLen := len(snap.Log)
+	r, _, started, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m2"}, turnStartOf("m2", "later"))
+	require.NoError(t, err)
+	require.False(t, started, "another message is open")
+	require.Equal(t, next.Header.Epoch+1, r.Header.Epoch)
+	snap, err = s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Len(t, snap.Log, logLen, "nothing appended")
+	require.Equal(t, []string{"m1", "m2"}, idsOf(snap.Inbox))
+	require.Equal(t, snap.Resumed(), r)
+
+	// A message to run before it (accepted at a resumed epoch, never started).
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c2"}, nil))
+	first, err := s.Resume(ctx, "c2")
+	require.NoError(t, err)
+	_, err = s.Accept(ctx, "c2", first.Header.Epoch, session.InboxMessage{ID: "m0"})
+	require.NoError(t, err)
+	r, _, started, err = s.ResumeAccept(ctx, "c2", session.InboxMessage{ID: "m1"}, turnStartOf("m1", "x"))
+	require.NoError(t, err)
+	require.False(t, started, "m0 runs first")
+	require.Equal(t, []string{"m0", "m1"}, idsOf(r.ToRun))
+	snap, err = s.Load(ctx, "c2")
+	require.NoError(t, err)
+	require.Empty(t, snap.Log)
+	require.ErrorIs(t, s.Append(ctx, "c2", first.Header.Epoch, session.Entry{Kind: session.EntryTurnStart, InboxID: "m0"}),
+		session.ErrStaleEpoch, "the previous epoch is fenced")
+}
+
+// ResumeAcceptStarts is the suite's ResumeAcceptStartsOnlyALoneMessage for a
+// store that records a lone message's turn start (Memory, Bolt): it must start it.
+func ResumeAcceptStarts(t *testing.T, s session.Store) {
+	defer func() { require.NoError(t, s.Close()) }()
+	resumeAcceptStartsOnlyALoneMessage(t, s, true)
 }

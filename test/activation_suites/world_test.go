@@ -411,17 +411,20 @@ func (s *recStore) Resume(ctx context.Context, id string) (session.Resumed, erro
 // its followup, in one commit: recorded as Resume is. It is not faulted: it runs
 // on the directory, which the suites do not crash (the Activation's own accepts,
 // turn starts and ends are).
-func (s *recStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+func (s *recStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
 	call := s.w.tick()
-	r, out, err := s.Store.ResumeAccept(ctx, id, m)
+	r, out, started, err := s.Store.ResumeAccept(ctx, id, m, start)
 	ret := s.w.tick()
 	if err == nil {
 		s.mu.Lock()
 		s.last[id] = r.Header.Epoch
+		if started && len(start) > 1 && len(start[1].Content) > 0 { // as recStore.Append records a turn start
+			s.turnEpoch[start[1].Content[0].Text] = r.Header.Epoch
+		}
 		s.mu.Unlock()
 		s.w.record(opRec{session: id, kind: opAcquire, epoch: r.Header.Epoch, call: call, ret: ret})
 	}
-	return r, out, err
+	return r, out, started, err
 }
 
 func (s *recStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {

@@ -107,18 +107,18 @@ func (s *contStore) Resume(ctx context.Context, id string) (session.Resumed, err
 
 // ResumeAccept runs both hooks: the accept's before the write, the activation's
 // after it.
-func (s *contStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
+func (s *contStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
 	s.mu.Lock()
 	onActivate, onAccept := s.mu.onActivate, s.mu.onAccept
 	s.mu.Unlock()
 	if onAccept != nil {
 		onAccept(id, m)
 	}
-	r, out, err := s.Memory.ResumeAccept(ctx, id, m)
+	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start)
 	if onActivate != nil {
 		onActivate(id)
 	}
-	return r, out, err
+	return r, out, started, err
 }
 
 func (s *contStore) Accept(ctx context.Context, id string, epoch uint64, m session.InboxMessage) (session.InboxMessage, error) {

@@ -54,7 +54,7 @@ func noCancel(string) error { return nil }
 func untilCancelled(stream bool) func() (job.Hooks, error) {
 	return func() (job.Hooks, error) {
 		s := &job.Settler{}
-		h := job.Hooks{OnSettle: s.OnSettle, Cancel: func(string) error {
+		h := job.Hooks{OnSettle: s.OnSettle, CancelNonBlocking: true, Cancel: func(string) error {
 			s.Settle(job.Outcome{Status: job.Killed}) // idempotent: only the first counts
 			return nil
 		}}

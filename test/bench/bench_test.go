@@ -303,12 +303,16 @@ func requestResponse(b *testing.B) {
 	}))
 	b.Cleanup(func() { _ = root.StopFuture(echo).Wait() })
 	msg := &ping{}
+	var runs runsMeter
 	b.ReportAllocs()
+	runs.start()
 	for b.Loop() {
 		if _, err := root.RequestFuture(echo, msg, 10*time.Second).Result(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	runs.stop(b.N)
+	runs.report(b)
 }
 
 // BenchmarkMutexRegistry: the lifecycle loop against mutexreg_test.go's registry.

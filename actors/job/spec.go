@@ -29,12 +29,13 @@ type Outcome struct {
 
 // Hooks are what a producer's Run returns.
 //
-// Cancel is called for the job actor on a goroutine troupe owns, one call at a time
-// and never together with ReadOutput; it should not block, must be idempotent and
-// must eventually make the producer send its outcome on Done. A returned error (or
-// a panic) means the cancel failed and changes nothing. A Cancel that blocks holds
-// up only its own job: its kills and reads wait (until their callers' ctx ends),
-// while its waits, every other job and the registry go on. A Done that never sends
+// Cancel is called for the job actor on a goroutine troupe owns (the job actor's
+// own when CancelNonBlocking), one call at a time and never together with
+// ReadOutput; it should not block, must be idempotent and must eventually make the
+// producer send its outcome on Done. A returned error (or a panic) means the
+// cancel failed and changes nothing. A Cancel that blocks (not declared
+// CancelNonBlocking) holds up only its own job: its kills and reads wait (until
+// their callers' ctx ends), while its waits, every other job and the registry go on. A Done that never sends
 // keeps the job stopping until Shutdown's deadline or the opt-in SettleTimeout
 // settles it failed.
 //

@@ -35,6 +35,9 @@ type Shared struct {
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// Runners runs the producers' Cancel calls (nil: a goroutine per call).
 	Runners *Runners
+	// Root is the actor system's root context: what a job actor delivers its
+	// producer's outcome with, from any goroutine (shared here, not held per job).
+	Root *actor.RootContext
 }
 
 // Spawner spawns job actors from one shared Props: per-job Props and a per-job
@@ -85,8 +88,8 @@ func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, 
 // Once settled it hands the job to the registry (Settled) and forwards anything it
 // still receives there; the registry poisons it after committing.
 //
-// An idle job's actor is its Config, a 16-byte Core, its Watch, its own PID and
-// root context (to deliver the producer's outcome from any goroutine) and a nil
+// An idle job's actor is its Config, a 16-byte Core, its Watch, its own PID (to
+// deliver the producer's outcome from any goroutine, with Shared.Root) and a nil
 // pointer: 96 B, with no allocation for the watch or the delivery (it is the
 // watcher's target); what only a wait, a kill or a teardown needs is allocated with
 // the first of them (jobMore). It has handed its job off exactly when its core has
@@ -97,7 +100,6 @@ type jobActor struct {
 	watch Watch
 	more  *jobMore // nil until the first wait, Cancel or SettleTimeout timer
 	self  *actor.PID
-	root  *actor.RootContext
 }
 
 // jobMore is the part of a job actor that only waits, kills and teardowns use.
@@ -292,8 +294,8 @@ func (a *jobActor) refuse(m Routable) {
 // reflect.Select per job). The delivery is a send to this actor, so the outcome
 // still queues behind whatever the registry routed here first.
 func (a *jobActor) startWatch(c actor.Context) {
-	a.self, a.root = c.Self(), c.ActorSystem().Root
-	plantedStart(a, a.root, a.self)
+	a.self = c.Self()
+	plantedStart(a, a.cfg.Root, a.self)
 	onSettle := a.cfg.Hooks.OnSettle
 	if onSettle == nil {
 		select {
@@ -330,7 +332,7 @@ func (a *jobActor) deliver(o Outcome, ok bool) {
 		return
 	}
 	fault.Yield("job.done.deliver")
-	a.root.Send(a.self, &doneMsg{o: o, ok: ok})
+	a.cfg.Root.Send(a.self, &doneMsg{o: o, ok: ok})
 }
 
 // endWait answers a wait that ended before settlement, as its timeout or abort would.
@@ -475,6 +477,20 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 	cancel := a.cfg.Hooks.Cancel
 	if cancel == nil {
 		a.cancelReturned(c, nil)
+		return
+	}
+	if a.cfg.Hooks.CancelNonBlocking {
+		// Declared to return at once: called here, and its result sent to this actor
+		// as a runner's would be. The send only queues (this mailbox is running), so
+		// what arrived during the call — an outcome Cancel itself settled first — is
+		// held before it and handled after it, exactly as behind a runner's Cancel.
+		err := protect(func() error { return cancel(reason) })
+		fault.Yield("job.cancel.after-hook")
+		if err == nil {
+			c.Send(c.Self(), cancelOK)
+			return
+		}
+		c.Send(c.Self(), &cancelDone{err: err})
 		return
 	}
 	root, self := c.ActorSystem().Root, c.Self()

@@ -29,12 +29,13 @@ type Outcome struct {
 
 // Hooks are what a producer's Run returns.
 //
-// Cancel is called for the job actor on a goroutine troupe owns, one call at a time
-// and never together with ReadOutput; it should not block, must be idempotent and
-// must eventually make the producer send its outcome on Done. A returned error (or
-// a panic) means the cancel failed and changes nothing. A Cancel that blocks holds
-// up only its own job: its kills and reads wait (until their callers' ctx ends),
-// while its waits, every other job and the registry go on. A Done that never sends
+// Cancel is called for the job actor on a goroutine troupe owns (the job actor's
+// own when CancelNonBlocking), one call at a time and never together with
+// ReadOutput; it should not block, must be idempotent and must eventually make the
+// producer send its outcome on Done. A returned error (or a panic) means the
+// cancel failed and changes nothing. A Cancel that blocks (not declared
+// CancelNonBlocking) holds up only its own job: its kills and reads wait (until
+// their callers' ctx ends), while its waits, every other job and the registry go on. A Done that never sends
 // keeps the job stopping until Shutdown's deadline or the opt-in SettleTimeout
 // settles it failed.
 //
@@ -55,11 +56,22 @@ type Outcome struct {
 // registry (a read answered in one hop), except from the moment a kill, teardown
 // or forced failure is sent to the job until it settles, when the job actor calls
 // it; after settlement the registry calls it again. It must not block.
+//
+// CancelNonBlocking is the producer's promise that Cancel returns at once: it
+// never waits on I/O, on a lock held for long or on the job's own progress (a
+// non-blocking channel send, a context's cancel, a signal). troupe then calls
+// Cancel on the job actor itself instead of on a goroutine of its own, which saves
+// two goroutine hand-offs per kill (the runner's wake and its result's); the
+// serialisation, the order of what arrives meanwhile and every result are the
+// same. A Cancel so declared that blocks holds up its job actor — the job's waits
+// too — and a dispatcher worker (the pool starts an escape worker after
+// troupe.BlockedAfter) until it returns: leave it false when in doubt.
 type Hooks struct {
-	Cancel     func(reason string) error
-	Done       <-chan Outcome
-	OnSettle   func(settle func(Outcome))
-	ReadOutput func() (string, error)
+	Cancel            func(reason string) error
+	CancelNonBlocking bool
+	Done              <-chan Outcome
+	OnSettle          func(settle func(Outcome))
+	ReadOutput        func() (string, error)
 }
 
 // Spec is a request to start a background job (SPEC §2.1 JobStart).

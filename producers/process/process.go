@@ -171,7 +171,7 @@ func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hoo
 // start runs the shell command (a PTY's caller starts the process itself).
 func (p *proc) start(pty bool) (job.Hooks, error) {
 	cfg, cmd := p.cfg, p.cmd
-	hooks := job.Hooks{Cancel: p.requestCancel, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta}
+	hooks := job.Hooks{Cancel: p.requestCancel, CancelNonBlocking: true, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta}
 	prepareHost()
 	if !cfg.NoSubreaper {
 		_ = becomeSubreaper()
@@ -230,6 +230,8 @@ func (p *proc) run() {
 	go p.supervise()
 }
 
+// requestCancel hands the cancel to the supervisor: a non-blocking send, so the
+// hooks declare it CancelNonBlocking (the job actor calls it itself).
 func (p *proc) requestCancel(string) error {
 	select {
 	case p.cancel <- "cancel":

@@ -54,7 +54,7 @@ func noCancel(string) error { return nil }
 func untilCancelled(stream bool) func() (job.Hooks, error) {
 	return func() (job.Hooks, error) {
 		s := &job.Settler{}
-		h := job.Hooks{OnSettle: s.OnSettle, Cancel: func(string) error {
+		h := job.Hooks{OnSettle: s.OnSettle, CancelNonBlocking: true, Cancel: func(string) error {
 			s.Settle(job.Outcome{Status: job.Killed}) // idempotent: only the first counts
 			return nil
 		}}
@@ -303,12 +303,16 @@ func requestResponse(b *testing.B) {
 	}))
 	b.Cleanup(func() { _ = root.StopFuture(echo).Wait() })
 	msg := &ping{}
+	var runs runsMeter
 	b.ReportAllocs()
+	runs.start()
 	for b.Loop() {
 		if _, err := root.RequestFuture(echo, msg, 10*time.Second).Result(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	runs.stop(b.N)
+	runs.report(b)
 }
 
 // BenchmarkMutexRegistry: the lifecycle loop against mutexreg_test.go's registry.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime/metrics"
 	"slices"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // selects over).
 func untilCancelledDone() (job.Hooks, error) {
 	ch := make(chan job.Outcome, 1)
-	return job.Hooks{Done: ch, Cancel: func(string) error {
+	return job.Hooks{Done: ch, CancelNonBlocking: true, Cancel: func(string) error {
 		select { // idempotent: only the first outcome is read anyway
 		case ch <- job.Outcome{Status: job.Killed}:
 		default:
@@ -32,6 +33,54 @@ func untilCancelledDone() (job.Hooks, error) {
 // BenchmarkKillToSettledDone is BenchmarkKillToSettled for a producer that
 // settles through its Done channel.
 func BenchmarkKillToSettledDone(b *testing.B) { killToSettled(b, untilCancelledDone) }
+
+// BenchmarkKillToSettledRunner is BenchmarkKillToSettled for a producer that does
+// not declare its Cancel non-blocking: the Cancel runs on a runner goroutine, and
+// its result comes back to the job actor (two more goroutine hand-offs).
+func BenchmarkKillToSettledRunner(b *testing.B) {
+	killToSettled(b, func() (job.Hooks, error) {
+		h, err := untilCancelled(false)()
+		h.CancelNonBlocking = false
+		return h, err
+	})
+}
+
+// schedRuns estimates how many times goroutines were made to run so far: the
+// runtime samples one in 8 of the transitions from runnable to running of each
+// goroutine into /sched/latencies:seconds (gTrackingPeriod), so its count × 8.
+// Every goroutine wake-up is one (so are yields and preemptions, rare here). Per
+// op it is the figure the time of a hand-off path is bound by, and unlike the
+// time it hardly moves with the machine's load.
+func schedRuns() float64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0
+	}
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return float64(n * 8)
+}
+
+// runsMeter reports runs/op (schedRuns per op) of the timed ops: start and stop
+// bracket them, so untimed setup (a refill) is left out.
+type runsMeter struct {
+	sum, at float64
+	ops     int
+}
+
+func (m *runsMeter) start() { m.at = schedRuns() }
+func (m *runsMeter) stop(ops int) {
+	m.sum += schedRuns() - m.at
+	m.ops += ops
+}
+func (m *runsMeter) report(b *testing.B) {
+	if m.ops > 0 {
+		b.ReportMetric(m.sum/float64(m.ops), "runs/op")
+	}
+}
 
 // killToSettled is the kill → settled loop: Kill of a running job whose Cancel
 // settles it killed, then AwaitSettled. Jobs are started killPool at a time with
@@ -54,13 +103,20 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 	refill()
 	ctx := context.Background()
 	var lat []time.Duration
+	var runs runsMeter
 	b.ReportAllocs()
+	runs.start()
+	ran := 0
 	for b.Loop() {
 		if len(ids) == 0 {
+			runs.stop(ran)
 			b.StopTimer()
 			refill()
 			b.StartTimer()
+			ran = 0
+			runs.start()
 		}
+		ran++
 		id := ids[len(ids)-1]
 		ids = ids[:len(ids)-1]
 		t0 := time.Now()
@@ -75,8 +131,10 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 		lat = append(lat, time.Since(t0))
 		<-r.done // the listener fired before AwaitSettled was answered
 	}
+	runs.stop(ran)
 	b.StopTimer()
 	reportLatency(b, lat)
+	runs.report(b)
 	for _, id := range ids { // the pool's rest: settle it before shutdown
 		if _, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{}); err != nil {
 			b.Fatal(err)

@@ -134,6 +134,9 @@ type producer struct {
 	// done: the outcome reaches the job actor on the offering goroutine, with no
 	// Done watcher in between. A Settler cannot be closed without a value.
 	settler *job.Settler
+	// inline declares Cancel non-blocking (Hooks.CancelNonBlocking): the job actor
+	// calls it itself instead of handing it to a runner goroutine.
+	inline bool
 	// busy counts the producer hooks running now (Cancel, ReadOutput); overlaps
 	// counts the calls that found another one running (Hooks: one call at a time,
 	// Cancel never together with ReadOutput).
@@ -153,7 +156,7 @@ type cancelEntry struct {
 }
 
 func (p *producer) run() (job.Hooks, error) {
-	h := job.Hooks{Cancel: p.onCancel, Done: p.done}
+	h := job.Hooks{Cancel: p.onCancel, Done: p.done, CancelNonBlocking: p.inline}
 	if p.settler != nil {
 		h.Done, h.OnSettle = nil, p.settler.OnSettle
 	}
@@ -569,8 +572,8 @@ func runSchedule(sc schedule) (v verdict) {
 		}
 	}
 	if len(v.violations) > 0 {
-		v.history = fmt.Sprintf("producer cancel=%s stream=%v onSettle=%v owned=%v; actions %s\n%s",
-			cancelModeNames[w.prod.cancel], w.prod.stream, w.prod.settler != nil, w.agent != nil, strings.Join(names, ", "),
+		v.history = fmt.Sprintf("producer cancel=%s stream=%v onSettle=%v inline=%v owned=%v; actions %s\n%s",
+			cancelModeNames[w.prod.cancel], w.prod.stream, w.prod.settler != nil, w.prod.inline, w.agent != nil, strings.Join(names, ", "),
 			harness.DescribeHistory(hist))
 	}
 	return v
@@ -624,6 +627,9 @@ func (w *world) setup() error {
 		// the seed, not the rng, so each seed's schedule is the same either way).
 		w.prod.settler = &job.Settler{}
 	}
+	// Half the schedules declare Cancel non-blocking: the job actor runs it itself
+	// (again drawn from the seed).
+	w.prod.inline = w.sc.seed&(1<<10) != 0
 	spec := job.Spec{Kind: "bash", Label: "settle race", Owner: w.agent, Run: w.prod.run}
 	if id, err := jobs.Start(context.Background(), spec); err != nil || id != jobA {
 		return fmt.Errorf("start %s: %q, %v", jobA, id, err)

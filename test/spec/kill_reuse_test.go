@@ -22,7 +22,16 @@ func killedOnCancel() (job.Hooks, error) {
 // A Client reuses a Kill's request and reply once the registry answered it freed,
 // never a kill whose wait ended first: an aborted kill whose Cancel was running
 // still lands, and its late answer must not be the next kill's.
+// It holds as well for a Cancel declared non-blocking (run on the job actor).
 func TestKillAbortedInCancelIsNotAnsweredToTheNextKill(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "runner", true: "inline"}[inline], func(t *testing.T) {
+			killAbortedInCancel(t, inline)
+		})
+	}
+}
+
+func killAbortedInCancel(t *testing.T, inline bool) {
 	sys, _ := newBareSystem(t, nil)
 	jobs := sys.Jobs()
 	kill := func(c context.Context, id string) (messages.KillResult, *messages.JobSnapshot, error) {
@@ -37,7 +46,7 @@ func TestKillAbortedInCancelIsNotAnsweredToTheNextKill(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	slow := start(t, sys, job.Spec{Kind: "bash", Label: "slow", Run: func() (job.Hooks, error) {
 		var settler job.Settler
-		return job.Hooks{OnSettle: settler.OnSettle, Cancel: func(string) error {
+		return job.Hooks{OnSettle: settler.OnSettle, CancelNonBlocking: inline, Cancel: func(string) error {
 			close(entered)
 			<-release
 			settler.Settle(job.Outcome{Status: job.Killed})

@@ -317,7 +317,7 @@ func (m *Mount) background(call tools.Call, req subagent.Request) tools.Result {
 			cancel(nil)
 			done.Settle(o)
 		}()
-		return job.Hooks{Cancel: func(reason string) error { cancel(killCause(reason)); return nil }, OnSettle: done.OnSettle}, nil
+		return job.Hooks{Cancel: func(reason string) error { cancel(killCause(reason)); return nil }, CancelNonBlocking: true, OnSettle: done.OnSettle}, nil
 	}})
 	if err != nil {
 		return tools.ErrorResult(err)

@@ -152,7 +152,7 @@ func (m *Mount) startJob(rs *runState, p *workflow.Prepared, gate <-chan struct{
 				}
 				outcome.Settle(m.outcome(rs, s))
 			}()
-			return job.Hooks{Cancel: func(reason string) error { run.Cancel(reason); return nil }, OnSettle: outcome.OnSettle}, nil
+			return job.Hooks{Cancel: func(reason string) error { run.Cancel(reason); return nil }, CancelNonBlocking: true, OnSettle: outcome.OnSettle}, nil
 		}})
 	return id, out, err
 }

@@ -210,6 +210,9 @@ var ratios = []ratio{
 	{"kill→settled p99 / its mean", "KillToSettled", "KillToSettled", "p99-ns", atMost(3), "ns/op"},
 	{"  (side-by-side file) kill→settled mean / request-response", "SideBySide_KillToSettled", "SideBySide_RequestResponse", "mean-ns", atMost(1.5), "ns/op"},
 	{"  (side-by-side file) kill→settled p99 / its mean", "SideBySide_KillToSettled", "SideBySide_KillToSettled", "p99-ns", atMost(3), "mean-ns"},
+	{"kill→settled goroutine runs per op / floor request-response's (runs/op: wake-ups, load-independent)", "KillToSettled", "FloorRequestResponse", "runs/op", info, ""},
+	{"kill→settled, Cancel declared non-blocking / on a runner goroutine", "KillToSettled", "KillToSettledRunner", "ns/op", info, ""},
+	{"  (same, goroutine runs per op)", "KillToSettled", "KillToSettledRunner", "runs/op", info, ""},
 	{"lifecycle unowned / floor spawn+stop (B/op)", "LifecycleUnowned", "FloorSpawnStop", "B/op", info, ""},
 	{"lifecycle unowned / floor spawn+stop (allocs/op)", "LifecycleUnowned", "FloorSpawnStop", "allocs/op", info, ""},
 	// issue 15: followups through one resident activation ≥ 50% of the request/response

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
+	imailbox "github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -33,12 +34,14 @@ var incarnations atomic.Uint64
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
 
-// mailbox is every owner actor's mailbox: protoactor's linked (lock-free) queue.
-// An agent incarnation is mostly idle, and the default mailbox's ring buffer
-// (goring: 10 slots, ~240 B with its headers) would be held by every live one for
-// its whole life, where the linked queue holds one 24-B node. FIFO per sender is
-// the same. One value for all (UnboundedLockfree allocates its closure per call).
-var mailbox = actor.UnboundedLockfree()
+// mailbox is every owner actor's mailbox: troupe's own (internal/mailbox), whose
+// idle footprint is that of protoactor's linked queue (176 B; the default ring
+// buffer, goring, would hold ~240 B for the incarnation's whole life) and which
+// allocates nothing per message. It runs a job notice (deliver.Notice, an
+// mailbox.Inline) on the registry's goroutine when the owner is idle: the notice
+// reaches the surface within the registry's settlement commit, without waking a
+// worker for the owner. FIFO per sender is the same.
+var mailbox = imailbox.Producer
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.

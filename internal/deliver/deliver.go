@@ -48,6 +48,11 @@ type Notice struct {
 	MaxWakes int
 }
 
+// HandledBySender makes a Notice an internal/mailbox Inline message: the registry's
+// goroutine, which sends it from its settlement commit, runs an idle owner actor's
+// delivery itself (the surface's verbs do not block, owner.Surface).
+func (*Notice) HandledBySender() {}
+
 // ChildNotice asks the owner actor to deliver a continuable child's settlement
 // notice (SPEC §6.5): injected when the parent's lineage is tearing down, a followup
 // turn when it is idle, else steered into its next step.

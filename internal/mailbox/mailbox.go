@@ -1,5 +1,5 @@
 // Package mailbox is troupe's protoactor mailbox for its own actors: the job
-// actors, the job registry and the supervision inspector.
+// registry, the supervision inspector and the owner actors.
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at
@@ -77,8 +77,25 @@ func (m *Mailbox) PostUserMessage(message any) {
 	m.userCount.Add(1)
 	m.mu.Lock()
 	m.user.push(message)
+	if _, ok := message.(Inline); ok && !m.scheduled {
+		// Idle: this message is the only one queued, so the run handles it first.
+		m.scheduled = true
+		m.mu.Unlock()
+		m.process()
+		return
+	}
 	m.post()
 }
+
+// Inline is a user message its sender's goroutine handles itself when the mailbox
+// is idle: PostUserMessage makes the run there, before it returns, instead of
+// handing it to the dispatcher — one goroutine wake fewer. The run is an ordinary
+// one (system messages first, FIFO, a panic escalated and the run going on), and
+// takes whatever else is posted meanwhile. Posted while a run is scheduled or
+// running, the message is queued as any other. Only a message whose handling never
+// blocks may be Inline: the sender waits for the run. The owner actor's job notice
+// (deliver.Notice, sent by the registry) is the one.
+type Inline interface{ HandledBySender() }
 
 // PostSystemMessage queues a system message and schedules a run if none is.
 func (m *Mailbox) PostSystemMessage(message any) {

@@ -1,0 +1,171 @@
+package jobtools_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe"
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/messages"
+	"github.com/troupe-rt/troupe/tools/jobtools"
+	"github.com/troupe-rt/troupe/troupetest"
+)
+
+// stackSurface records, for each notice, the call stack its verb ran on.
+type stackSurface chan string
+
+func (s stackSurface) record() error {
+	s <- stack()
+	return nil
+}
+
+// stack is the caller's call stack, a function name a line.
+func stack() string {
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		b.WriteString(f.Function + "\n")
+		if !more {
+			break
+		}
+	}
+	return b.String()
+}
+
+func (s stackSurface) Inject(owner.Message) error   { return s.record() }
+func (s stackSurface) Steer(owner.Message) error    { return s.record() }
+func (s stackSurface) Followup(owner.Message) error { return s.record() }
+
+func mountNotices(t *testing.T) *troupe.System {
+	t.Helper()
+	sys, _ := troupetest.NewSystem(t)
+	_, err := jobtools.MountIn(context.Background(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
+	require.NoError(t, err)
+	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
+	require.NoError(t, err)
+	return sys
+}
+
+// TestNoticeReachesTheSurfaceWithinTheSettlementCommit: an idle owner's job notice
+// is delivered by the registry's own run, inside the commit of the settlement (no
+// worker woken for the owner actor), busy or idle agent alike.
+func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
+	sys := mountNotices(t)
+	surface := make(stackSurface, 2)
+	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), a))
+	for _, busy := range []bool{true, false} {
+		a.SetBusy(busy)
+		p := troupetest.NewProducer()
+		_, err := sys.Jobs().Start(context.Background(), p.Spec(a))
+		require.NoError(t, err)
+		p.Settle(job.Outcome{Status: job.Completed})
+		select {
+		case stack := <-surface:
+			require.Contains(t, stack, "registry.(*registryActor).commitSettlement",
+				"busy=%v: the notice was delivered on the registry's run:\n%s", busy, stack)
+			require.Contains(t, stack, "owner.(*ownerActor).deliver", "through the owner actor's lane choice")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("busy=%v: no notice", busy)
+		}
+	}
+	s, err := a.Stats(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, s.Delivered)
+	require.Equal(t, 1, s.SpentWakes, "the idle agent was woken once")
+}
+
+// panicHandler is a slog handler that panics: an owner whose delivery failure is
+// logged through it crashes in its Receive. It records the stack it panics on.
+type panicHandler struct {
+	slog.Handler
+	at stackSurface
+}
+
+func (panicHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicHandler) Handle(context.Context, slog.Record) error {
+	select {
+	case h.at <- stack():
+	default: // only the first is checked; never block the owner
+	}
+	panic("logger bug")
+}
+
+type failSurface struct{}
+
+func (failSurface) Inject(owner.Message) error   { return errors.New("inbox closed") }
+func (failSurface) Steer(owner.Message) error    { return errors.New("inbox closed") }
+func (failSurface) Followup(owner.Message) error { return errors.New("inbox closed") }
+
+// TestOwnerCrashInAnInlineNoticeLosesNothingElse: an owner actor that panics while
+// the registry's run delivers its notice (its failure log panics) crashes alone: the
+// registry commits the rest of that settlement and goes on serving, the crashed
+// incarnation's other job is torn down and its registration removed, and another
+// agent's notice is still delivered.
+func TestOwnerCrashInAnInlineNoticeLosesNothingElse(t *testing.T) {
+	sys := mountNotices(t)
+	ctx := context.Background()
+	crashed := make(stackSurface, 1)
+	bad, err := sys.NewAgent(nil, "carol", owner.Options{Surface: failSurface{},
+		Logger: slog.New(panicHandler{at: crashed})})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(ctx, bad))
+	surface := make(stackSurface, 1)
+	good, err := sys.NewAgent(nil, "bob", owner.Options{Surface: surface})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(ctx, good))
+
+	settled := make(chan *messages.JobSnapshot, 4)
+	_, err = sys.Jobs().OnJobDone(ctx, sys.Scope(), func(s *messages.JobSnapshot, _ registry.Owner) { settled <- s })
+	require.NoError(t, err)
+	other := troupetest.NewProducer()
+	other.OnCancel = &job.Outcome{Status: job.Killed}
+	otherID, err := sys.Jobs().Start(ctx, other.Spec(bad))
+	require.NoError(t, err)
+	p := troupetest.NewProducer()
+	id, err := sys.Jobs().Start(ctx, p.Spec(bad))
+	require.NoError(t, err)
+	p.Settle(job.Outcome{Status: job.Completed})
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := map[string]string{}
+	for len(got) < 2 {
+		select {
+		case s := <-settled:
+			got[s.Id] = s.Status.Name()
+		case <-wctx.Done():
+			t.Fatalf("settlements seen: %v", got)
+		}
+	}
+	require.Contains(t, <-crashed, "registry.(*registryActor).commitSettlement", "the owner crashed in the registry's run")
+	require.Equal(t, map[string]string{id: "completed", otherID: "killed"}, got,
+		"the settlement whose notice crashed the owner is committed; the incarnation's other job is torn down")
+	require.Eventually(t, func() bool { return sys.Jobs().RegisteredAgent(ctx, "carol") == nil }, 10*time.Second, time.Millisecond,
+		"the crashed incarnation left the agent registry")
+
+	q := troupetest.NewProducer()
+	_, err = sys.Jobs().Start(ctx, q.Spec(good))
+	require.NoError(t, err)
+	q.Settle(job.Outcome{Status: job.Completed})
+	select {
+	case <-surface:
+	case <-wctx.Done():
+		t.Fatal("another agent's notice was not delivered after the crash")
+	}
+	s, err := good.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Delivered)
+}

@@ -38,7 +38,10 @@ func BoundSummary(s string) string {
 
 // Surface is how troupe reaches an agent's loop; the embedder implements it. Its
 // verbs run on the owner actor and must not block (enqueue and return). An error or
-// a panic is logged and changes nothing else.
+// a panic is logged and changes nothing else. A job's completion notice to an idle
+// owner actor runs on the job registry's goroutine, within the commit of the job's
+// settlement (no worker is woken for it): a verb that blocks holds up the registry,
+// and one that waits on it (a registry.Client call) never returns.
 type Surface interface {
 	// Inject adds msg to the next step's inbox; it never wakes an idle agent.
 	Inject(msg Message) error

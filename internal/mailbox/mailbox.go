@@ -1,5 +1,6 @@
 // Package mailbox is troupe's protoactor mailbox for its own actors: the job
-// registry, the supervision inspector and the owner actors.
+// registry, the supervision inspector and the owner actors. Its Inline messages are
+// run by their sender when the mailbox is idle.
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at
@@ -93,8 +94,9 @@ func (m *Mailbox) PostUserMessage(message any) {
 // one (system messages first, FIFO, a panic escalated and the run going on), and
 // takes whatever else is posted meanwhile. Posted while a run is scheduled or
 // running, the message is queued as any other. Only a message whose handling never
-// blocks may be Inline: the sender waits for the run. The owner actor's job notice
-// (deliver.Notice, sent by the registry) is the one.
+// blocks may be Inline: the sender waits for the run. Two are: a job actor's
+// job.Settled to the registry, and the registry's job notice to an owner actor
+// (deliver.Notice).
 type Inline interface{ HandledBySender() }
 
 // PostSystemMessage queues a system message and schedules a run if none is.

@@ -58,8 +58,9 @@ func mountNotices(t *testing.T) *troupe.System {
 }
 
 // TestNoticeReachesTheSurfaceWithinTheSettlementCommit: an idle owner's job notice
-// is delivered by the registry's own run, inside the commit of the settlement (no
-// worker woken for the owner actor), busy or idle agent alike.
+// is delivered by the registry's own run, inside the commit of the settlement, and
+// that run is made by the job actor's run that decided the settlement (no worker
+// woken for the registry or the owner actor), busy or idle agent alike.
 func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
 	sys := mountNotices(t)
 	surface := make(stackSurface, 2)
@@ -77,6 +78,8 @@ func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
 			require.Contains(t, stack, "registry.(*registryActor).commitSettlement",
 				"busy=%v: the notice was delivered on the registry's run:\n%s", busy, stack)
 			require.Contains(t, stack, "owner.(*ownerActor).deliver", "through the owner actor's lane choice")
+			require.Contains(t, stack, "job.(*jobActor).settleWith",
+				"the registry's commit ran on the job actor's run that decided the settlement")
 		case <-time.After(10 * time.Second):
 			t.Fatalf("busy=%v: no notice", busy)
 		}

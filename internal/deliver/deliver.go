@@ -50,7 +50,8 @@ type Notice struct {
 
 // HandledBySender makes a Notice an internal/mailbox Inline message: the registry's
 // goroutine, which sends it from its settlement commit, runs an idle owner actor's
-// delivery itself (the surface's verbs do not block, owner.Surface).
+// delivery itself when the owner's surface is an owner.InlineSurface (its verbs
+// only enqueue); any other owner's mailbox queues it.
 func (*Notice) HandledBySender() {}
 
 // ChildNotice asks the owner actor to deliver a continuable child's settlement

@@ -62,6 +62,10 @@ func BenchmarkRawRead(b *testing.B) {
 
 type chanSurface chan time.Time
 
+// EnqueuesOnly: an owner.InlineSurface (the benchmark drains each notice before
+// the next settles, so the send never waits).
+func (c chanSurface) EnqueuesOnly() {}
+
 func (c chanSurface) Inject(owner.Message) error   { c <- time.Now(); return nil }
 func (c chanSurface) Steer(owner.Message) error    { c <- time.Now(); return nil }
 func (c chanSurface) Followup(owner.Message) error { c <- time.Now(); return nil }

@@ -44,6 +44,8 @@ func stack() string {
 	return b.String()
 }
 
+func (s stackSurface) EnqueuesOnly() {} // an owner.InlineSurface
+
 func (s stackSurface) Inject(owner.Message) error   { return s.record() }
 func (s stackSurface) Steer(owner.Message) error    { return s.record() }
 func (s stackSurface) Followup(owner.Message) error { return s.record() }
@@ -113,6 +115,46 @@ func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
 	require.Equal(t, inlineRuns, s.Delivered)
 }
 
+// queuedSurface is stackSurface without the owner.InlineSurface declaration.
+type queuedSurface struct{ s stackSurface }
+
+func (q queuedSurface) Inject(owner.Message) error   { return q.s.record() }
+func (q queuedSurface) Steer(owner.Message) error    { return q.s.record() }
+func (q queuedSurface) Followup(owner.Message) error { return q.s.record() }
+
+// TestNoticeToASurfaceThatMayBlockRunsOnAWorker: a surface that has not declared
+// itself an owner.InlineSurface may block, so its notices never run on the
+// registry's goroutine — every one reaches it from a worker's run of the owner
+// actor, not from within the settlement commit. Fails when the owner actors'
+// mailbox runs a notice inline whatever the surface.
+func TestNoticeToASurfaceThatMayBlockRunsOnAWorker(t *testing.T) {
+	sys := mountNotices(t)
+	ctx := context.Background()
+	surface := queuedSurface{make(stackSurface, 1)}
+	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(ctx, a))
+	for i := range inlineRuns {
+		a.SetBusy(i%2 == 0)
+		_, err := a.Stats(ctx)
+		require.NoError(t, err)
+		p := troupetest.NewProducer()
+		_, err = sys.Jobs().Start(ctx, p.Spec(a))
+		require.NoError(t, err)
+		p.Settle(job.Outcome{Status: job.Completed})
+		select {
+		case stack := <-surface.s:
+			require.Contains(t, stack, "owner.(*ownerActor).deliver", "through the owner actor's lane choice")
+			require.NotContains(t, stack, "registry.(*registryActor).commitSettlement", "round %d: run within the registry's commit", i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: no notice", i)
+		}
+	}
+	s, err := a.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, inlineRuns, s.Delivered)
+}
+
 // panicHandler is a slog handler that panics: an owner whose delivery failure is
 // logged through it crashes in its Receive. It records the stack it panics on.
 type panicHandler struct {
@@ -130,6 +172,8 @@ func (h panicHandler) Handle(context.Context, slog.Record) error {
 }
 
 type failSurface struct{}
+
+func (failSurface) EnqueuesOnly() {} // an owner.InlineSurface
 
 func (failSurface) Inject(owner.Message) error   { return errors.New("inbox closed") }
 func (failSurface) Steer(owner.Message) error    { return errors.New("inbox closed") }

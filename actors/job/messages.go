@@ -116,6 +116,11 @@ type Settled struct {
 	ReadOutput func() (string, error)
 }
 
+// HandledBySender makes Settled an internal/mailbox Inline message: sent to an idle
+// registry, the job actor's goroutine runs the registry's commit itself (the
+// registry's handlers never block), so no worker is woken for it.
+func (*Settled) HandledBySender() {}
+
 // Error texts of the wait path.
 const (
 	TextWaitAborted = "wait aborted"

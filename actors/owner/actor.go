@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
+	imailbox "github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -33,12 +34,19 @@ var incarnations atomic.Uint64
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
 
-// mailbox is every owner actor's mailbox: protoactor's linked (lock-free) queue.
-// An agent incarnation is mostly idle, and the default mailbox's ring buffer
-// (goring: 10 slots, ~240 B with its headers) would be held by every live one for
-// its whole life, where the linked queue holds one 24-B node. FIFO per sender is
-// the same. One value for all (UnboundedLockfree allocates its closure per call).
-var mailbox = actor.UnboundedLockfree()
+// mailbox is every owner actor's mailbox: troupe's own (internal/mailbox), whose
+// idle footprint is that of protoactor's linked queue (176 B; the default ring
+// buffer, goring, would hold ~240 B for the incarnation's whole life) and which
+// allocates nothing per message. FIFO per sender is the same. An owner whose
+// surface is an InlineSurface gets inlineMailbox instead: a job notice
+// (deliver.Notice, an internal/mailbox Inline) to it when it is idle runs on the
+// registry's goroutine and reaches the surface within the registry's settlement
+// commit, without waking a worker for the owner. Any other surface may block, so
+// its owner's notices are queued and handed to a worker, as every message is.
+var (
+	mailbox       = imailbox.QueuedProducer
+	inlineMailbox = imailbox.Producer
+)
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
@@ -124,7 +132,8 @@ type Spawner struct {
 	watcher   *actor.PID
 	inspector *actor.PID
 	logger    *slog.Logger
-	props     *actor.Props
+	props     *actor.Props // an owner's whose surface is not an InlineSurface
+	inline    *actor.Props // an InlineSurface's owner's (inlineMailbox)
 }
 
 // NewSpawner returns a Spawner of owner actors configured by opts (its Logger is
@@ -137,10 +146,11 @@ func NewSpawner(root *actor.RootContext, watcher *actor.PID, opts Options) *Spaw
 	// The producer makes an empty actor: protoactor calls it on the spawning
 	// goroutine and passes it nothing, and an owner actor is never restarted (its
 	// guardian stops it), so it is called once per incarnation, filled by ownerInit.
-	sp.props = actor.PropsFromProducer(func() actor.Actor { return &ownerActor{sp: sp} },
-		actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
+	producer := func() actor.Actor { return &ownerActor{sp: sp} }
+	sp.props = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
+	sp.inline = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(inlineMailbox))
 	if opts.Props != nil {
-		sp.props = opts.Props(sp.props)
+		sp.props, sp.inline = opts.Props(sp.props), opts.Props(sp.inline)
 	}
 	return sp
 }
@@ -168,8 +178,11 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	if logger == nil {
 		logger = sp.logger
 	}
-	root := sp.root
-	pid, err := root.SpawnNamed(sp.props, "owner-"+strconv.FormatUint(inc, 10))
+	root, props := sp.root, sp.props
+	if _, ok := surface.(InlineSurface); ok {
+		props = sp.inline
+	}
+	pid, err := root.SpawnNamed(props, "owner-"+strconv.FormatUint(inc, 10))
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,18 @@ func BoundSummary(s string) string {
 	return string(utf16.Decode(units[:keep])) + "…"
 }
 
+// InlineSurface is a Surface that declares its verbs only enqueue: they never
+// block, and never call into troupe (a registry.Client call, a tool, a System
+// method). A job's completion notice to an idle owner actor whose surface is one
+// runs on the job registry's goroutine, within the commit of the job's settlement,
+// without waking a worker for the owner (one goroutine hand-off fewer per notice).
+// A verb of an InlineSurface that blocks holds up the whole registry, and one that
+// waits on it never returns: declare it only of a surface that keeps the promise.
+type InlineSurface interface {
+	Surface
+	EnqueuesOnly()
+}
+
 // Surface is how troupe reaches an agent's loop; the embedder implements it. Its
 // verbs run on the owner actor and must not block (enqueue and return). An error or
 // a panic is logged and changes nothing else.

@@ -66,7 +66,8 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	}
 	// The job actor's stop after the listeners: its mailbox run (and the worker it
 	// wakes) is no part of the settlement, and a completion notice sent by a done
-	// listener is then handed to a worker before it, not queued behind it.
+	// listener has then reached an idle owner's surface (the notice is run here, on
+	// this goroutine: internal/mailbox Inline) or been queued before it.
 	c.Poison(pid)
 	for _, o := range r.observers[rec.ID] {
 		o <- getRes{snap: rec.snapshot()}

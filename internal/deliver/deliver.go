@@ -48,6 +48,12 @@ type Notice struct {
 	MaxWakes int
 }
 
+// HandledBySender makes a Notice an internal/mailbox Inline message: the registry's
+// goroutine, which sends it from its settlement commit, runs an idle owner actor's
+// delivery itself when the owner's surface is an owner.InlineSurface (its verbs
+// only enqueue); any other owner's mailbox queues it.
+func (*Notice) HandledBySender() {}
+
 // ChildNotice asks the owner actor to deliver a continuable child's settlement
 // notice (SPEC §6.5): injected when the parent's lineage is tearing down, a followup
 // turn when it is idle, else steered into its next step.

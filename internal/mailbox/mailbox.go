@@ -1,5 +1,6 @@
 // Package mailbox is troupe's protoactor mailbox for its own actors: the job
-// actors, the job registry and the supervision inspector.
+// registry, the supervision inspector and the owner actors. Its Inline messages are
+// run by their sender when the mailbox is idle.
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at
@@ -35,6 +36,15 @@ import (
 // Producer is the actor.MailboxProducer of this mailbox (for actor.WithMailbox).
 func Producer() actor.Mailbox { return New() }
 
+// QueuedProducer is Producer with Inline messages queued like any other: for an
+// actor whose handling of them may block (an owner actor whose surface has not
+// declared it never does, owner.InlineSurface).
+func QueuedProducer() actor.Mailbox {
+	m := New()
+	m.queued = true
+	return m
+}
+
 // New returns an empty mailbox.
 func New() *Mailbox {
 	m := &Mailbox{}
@@ -50,6 +60,7 @@ type Mailbox struct {
 	mu         sync.Mutex
 	sys, user  ring
 	scheduled  bool // a run is scheduled or running (under mu)
+	queued     bool // Inline messages are queued (QueuedProducer); never written after New
 	suspended  bool // user messages wait until ResumeMailbox (under mu)
 	userCount  atomic.Int32
 	invoker    actor.MessageInvoker
@@ -77,8 +88,27 @@ func (m *Mailbox) PostUserMessage(message any) {
 	m.userCount.Add(1)
 	m.mu.Lock()
 	m.user.push(message)
+	if _, ok := message.(Inline); ok && !m.queued && !m.scheduled {
+		// Idle: this message is the only one queued, so the run handles it first.
+		m.scheduled = true
+		m.mu.Unlock()
+		m.process()
+		return
+	}
 	m.post()
 }
+
+// Inline is a user message its sender's goroutine handles itself when the mailbox
+// is idle: PostUserMessage makes the run there, before it returns, instead of
+// handing it to the dispatcher — one goroutine wake fewer. The run is an ordinary
+// one (system messages first, FIFO, a panic escalated and the run going on), and
+// takes whatever else is posted meanwhile. Posted while a run is scheduled or
+// running, or to a QueuedProducer mailbox, the message is queued as any other.
+// Only a message whose handling never blocks may be Inline: the sender waits for
+// the run. Two are: a job actor's job.Settled to the registry, and the registry's
+// job notice to an owner actor (deliver.Notice) whose surface is an
+// owner.InlineSurface (the others' owner actors have a QueuedProducer mailbox).
+type Inline interface{ HandledBySender() }
 
 // PostSystemMessage queues a system message and schedules a run if none is.
 func (m *Mailbox) PostSystemMessage(message any) {

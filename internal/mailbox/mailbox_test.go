@@ -48,7 +48,10 @@ type invoker struct {
 
 func (v *invoker) InvokeSystemMessage(m any) { v.got = append(v.got, "sys:"+m.(string)) }
 func (v *invoker) InvokeUserMessage(m any) {
-	s := m.(string)
+	s, ok := m.(string)
+	if !ok {
+		s = "inline:" + string(m.(inline))
+	}
 	if s == v.panicOn {
 		panic("boom " + s)
 	}
@@ -61,6 +64,11 @@ func (v *invoker) EscalateFailure(reason any, m any) {
 	v.escalated = append(v.escalated, reason, m)
 	v.mb.PostSystemMessage(&actor.SuspendMailbox{})
 }
+
+// inline is an Inline message.
+type inline string
+
+func (inline) HandledBySender() {}
 
 func newBox(d *manual) (*mailbox.Mailbox, *invoker) {
 	mb := mailbox.New()
@@ -218,4 +226,66 @@ func TestConcurrentSendersNoLossPerSenderFIFO(t *testing.T) {
 func TestIdleSize(t *testing.T) {
 	var m mailbox.Mailbox
 	require.LessOrEqual(t, unsafe.Sizeof(m), uintptr(160))
+}
+
+// TestInlineToIdleMailboxRunsOnSender: an Inline message posted to an idle mailbox
+// is handled before PostUserMessage returns, with no run handed to the dispatcher,
+// and that run takes what its handler posts meanwhile; the mailbox is idle after it
+// (a later message schedules a run as usual).
+func TestInlineToIdleMailboxRunsOnSender(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	v.onUser = func(s string) {
+		if s == "inline:n" {
+			mb.PostUserMessage("b")
+			mb.PostUserMessage(inline("m")) // the run is this one: queued, not nested
+		}
+	}
+	mb.PostUserMessage(inline("n"))
+	require.Equal(t, []string{"user:inline:n", "user:b", "user:inline:m"}, v.got)
+	require.Empty(t, d.runs, "no run went to the dispatcher")
+	require.Zero(t, mb.UserMessageCount())
+	mb.PostUserMessage("u")
+	require.Len(t, d.runs, 1, "the inline run ended: the mailbox is idle again")
+	d.runAll()
+	require.Equal(t, "user:u", v.got[len(v.got)-1])
+}
+
+// TestInlineToBusyMailboxIsQueued: with a run scheduled, an Inline message is
+// queued behind what waits (FIFO) and handled by that run, not by its sender.
+func TestInlineToBusyMailboxIsQueued(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	mb.PostUserMessage("u1")
+	mb.PostUserMessage(inline("n"))
+	require.Empty(t, v.got, "not handled on the sender: a run is scheduled")
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []string{"user:u1", "user:inline:n"}, v.got)
+}
+
+// TestInlinePanicLosesNoMessage: a handler that panics in an inline run is
+// escalated (the escalation suspends the mailbox, as the actor's does); the
+// messages queued behind it stay queued, and run once the mailbox is resumed.
+func TestInlinePanicLosesNoMessage(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	v.panicOn = "inline:bad"
+	v.onUser = func(s string) {
+		if s == "inline:n" {
+			mb.PostUserMessage(inline("bad"))
+			mb.PostUserMessage("after")
+		}
+	}
+	mb.PostUserMessage(inline("n"))
+	require.Equal(t, []string{"user:inline:n"}, v.got)
+	require.Equal(t, []any{"boom inline:bad", inline("bad")}, v.escalated)
+	require.Equal(t, 1, mb.UserMessageCount(), "the message behind the failure is kept")
+	mb.PostUserMessage(inline("while-suspended")) // idle but suspended: runs no user message
+	require.Equal(t, []string{"user:inline:n"}, v.got)
+	require.Empty(t, d.runs)
+	mb.PostSystemMessage(&actor.ResumeMailbox{})
+	d.runAll()
+	require.Equal(t, []string{"user:inline:n", "user:after", "user:inline:while-suspended"}, v.got)
+	require.Zero(t, mb.UserMessageCount())
 }

@@ -118,12 +118,16 @@ type carry struct {
 	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
 	ancestry []string        // PIDs (Id) of the live ancestors at materialization, nearest first
 	owned    map[string]bool // mirrors the core's owned children (nil: none yet)
-	announce bool            // some delivery was accepted in this epoch
 	runID    string          // the subagent/start event's run id, once announced
-	opened   bool            // this epoch opened a turn
 	final    []session.Block // the last turn's output
 	stop     string          // the last turn's stop reason
-	started  bool            // the first incarnation has started
+	// The session header's identity, as the directory read it before the spawn
+	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
+	// reads the same): the parent of record and its namespace, the depth, the cwd.
+	parentSes  string
+	parentKind string
+	cwd        string
+	depth      int
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
@@ -138,7 +142,10 @@ type carry struct {
 	quiet    chan struct{} // closed when the last turn's goroutine has returned
 	// cancel cancels the last turn's context. The directory uses it (with quiet) when
 	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
-	cancel context.CancelCauseFunc
+	cancel   context.CancelCauseFunc
+	announce bool // some delivery was accepted in this epoch
+	opened   bool // this epoch opened a turn
+	started  bool // the first incarnation has started
 }
 
 // activationActor is one live continuable child: its session (header, history,
@@ -147,10 +154,12 @@ type carry struct {
 type activationActor struct {
 	m      *Manager
 	c      *carry
-	res    *session.Resumed // the first incarnation's; a restart resumes again
-	epoch  uint64
-	header session.Header
-	desc   turnDesc
+	res   *session.Resumed // the first incarnation's; a restart resumes again
+	epoch uint64
+	// born is the rest of the session header (its identity fields are the
+	// carry's, its epoch is epoch): what Status reports of it.
+	born headerRest
+	desc turnDesc
 	// The model history. While base > 0 its first base messages are in the store
 	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
 	// holds the messages after them; once a runner has read them (historyLoaded)
@@ -159,7 +168,7 @@ type activationActor struct {
 	baseSeq uint64
 	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
-	core    *Core
+	core    Core // by value: one allocation fewer per Activation
 	dir     *actor.PID
 
 	token  uint64                  // the running turn's token (stale ends are ignored)
@@ -171,6 +180,22 @@ type activationActor struct {
 	// the submit marked pre has been answered (case 146: the caller hears of
 	// acceptance before the turn can start).
 	held *session.InboxMessage
+}
+
+// headerRest is the part of session.Header an Activation keeps besides the
+// carry's copy of its identity (parent of record, depth, cwd) and its epoch.
+type headerRest struct {
+	origin     string
+	seedLength int
+	createdAt  int64
+	version    int
+}
+
+// header returns the session header as of this incarnation's restore.
+func (a *activationActor) header() session.Header {
+	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind,
+		Origin: a.born.origin, DelegationDepth: a.c.depth, SeedLength: a.born.seedLength, Cwd: a.c.cwd,
+		CreatedAt: a.born.createdAt, Version: a.born.version, Epoch: a.epoch}
 }
 
 // turnDesc is the part of the Descriptor an Activation keeps: what its turns and
@@ -221,7 +246,7 @@ func (a *activationActor) Receive(c actor.Context) {
 // start leaves crashed set, and the next resume reincarnates it again.
 func (a *activationActor) reincarnate(c actor.Context) {
 	a.stopTurn(&Cancel{Kind: "parent"})
-	*a = activationActor{m: a.m, c: a.c, core: NewCore(), crashed: true}
+	*a = activationActor{m: a.m, c: a.c, crashed: true}
 	a.start(c)
 }
 
@@ -242,7 +267,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *inboxIn:
 		a.inbox(c, m)
 	case *statusReq:
-		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header, Label: a.c.label,
+		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
@@ -341,7 +366,8 @@ func (a *activationActor) start(c actor.Context) {
 		}
 	}
 	a.c.started = true
-	a.header, a.epoch = res.Header, res.Header.Epoch
+	h := res.Header
+	a.born, a.epoch = headerRest{origin: h.Origin, seedLength: h.SeedLength, createdAt: h.CreatedAt, version: h.Version}, h.Epoch
 	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
 	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
 	toRun := res.ToRun
@@ -460,10 +486,10 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
 	a.cancel, a.token = cancel, turnTokens.Add(1)
-	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
+	turn := subagent.Turn{Session: a.c.id, Depth: a.c.depth,
 		History: a.history(c), Input: input,
 		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
-		Provider: a.desc.Provider, Cwd: a.header.Cwd, State: a.state}
+		Provider: a.desc.Provider, Cwd: a.c.cwd, State: a.state}
 	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
 		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
 	}

@@ -107,21 +107,18 @@ type liveEntry struct {
 
 // entry is a live activation as the directory knows it. It holds its actor's
 // carry (one allocation for both): the carry's identity fields (id, label, agent,
-// parent, ancestry) are written before the spawn and never after, so the directory
+// parent, ancestry, and the header's parentSes, parentKind, depth and cwd) are
+// written before the spawn and never after, so the directory
 // reads them as its own; the rest of the carry is the actor's (the directory reads
 // its turn's quiet and cancel only once the actor has crashed, see HandleFailure),
 // and the fields below are the directory's alone.
 type entry struct {
-	carry                 // what its actor keeps across restarts; id, label, agent, parent
-	pid        *actor.PID // the Activation's
-	parentSes  string     // parent session of record
-	parentKind string     // and its namespace (session.Header.ParentKind)
-	depth      int
-	cwd        string
-	starting   *pending // the first acceptance is in flight: later operations wait
-	closing    bool     // the disposal transaction is open: admission is closed
-	forced     bool     // a drain disposes it, whatever it proposed
-	waiting    []any    // operations that arrived while starting or closing
+	carry               // what its actor keeps; id, label, agent, parent, parentSes, parentKind, depth, cwd
+	pid      *actor.PID // the Activation's
+	starting *pending   // the first acceptance is in flight: later operations wait
+	waiting  *[]any     // operations that arrived while starting or closing (nil: none)
+	closing  bool       // the disposal transaction is open: admission is closed
+	forced   bool       // a drain disposes it, whatever it proposed
 }
 
 // directoryActor maps child session ids to at most one live Activation, spawns and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -20,13 +21,6 @@ import (
 // cold resume, up to its first acceptance, and the directory's indexes (index and
 // unindex, the only places that add or remove an entry).
 
-// mailbox is every Activation's mailbox: protoactor's linked (lock-free) queue. A
-// resident Activation is mostly idle, and the default mailbox's ring buffer
-// (goring: 10 slots, ~240 B with its headers) would be held by each for its whole
-// residency, where the linked queue holds one 24-B node. It is FIFO as the default
-// one is (one consumer; pushes ordered by an atomic swap), so the mailbox stays the
-// only FIFO of a child. One value for all (UnboundedLockfree allocates per call).
-var mailbox = actor.UnboundedLockfree()
 
 // pending is an operation waiting for an Activation's first acceptance: a start
 // (rolled back on failure) or a cold resume.
@@ -242,8 +236,8 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		cur = d.acts[pid].parent.PID().Id
 		ancestry = append(ancestry, cur)
 	}
-	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre},
-		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre,
+		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}}
 	if started {
 		e.carry.recorded = pre.ID
 	}
@@ -280,6 +274,10 @@ type spawning struct {
 // re-created — the directory, its supervisor, resumes a crashed one and it resets
 // itself in place (HandleFailure, activationActor.reincarnate). One Props for all
 // rather than one per Activation (its Props and producer closures, ≈ 190 B each).
+// Its mailbox is mailbox.NewLinked: a resident Activation is mostly idle, and that
+// one holds 80 B and no node when empty (protoactor's lock-free one 176 B, its ring
+// buffer ~240 B); it is FIFO as protoactor's are, so the mailbox stays the only FIFO
+// of a child.
 func (d *directoryActor) activationProps() *actor.Props {
 	if d.props == nil {
 		m := d.m
@@ -289,8 +287,8 @@ func (d *directoryActor) activationProps() *actor.Props {
 				panic("activation: an Activation's actor was re-created outside its spawn")
 			}
 			d.spawning = spawning{}
-			return &activationActor{m: m, c: s.c, res: s.res, held: s.held, core: NewCore()}
-		}, actor.WithMailbox(mailbox))
+			return &activationActor{m: m, c: s.c, res: s.res, held: s.held}
+		}, actor.WithMailbox(mailbox.NewLinked))
 		if m.deps.Dispatcher != nil {
 			d.props = d.props.Configure(actor.WithDispatcher(m.deps.Dispatcher))
 		}

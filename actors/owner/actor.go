@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -32,13 +33,6 @@ var incarnations atomic.Uint64
 // guardian is every owner actor's guardian strategy. One value for all: protoactor
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
-
-// mailbox is every owner actor's mailbox: protoactor's linked (lock-free) queue.
-// An agent incarnation is mostly idle, and the default mailbox's ring buffer
-// (goring: 10 slots, ~240 B with its headers) would be held by every live one for
-// its whole life, where the linked queue holds one 24-B node. FIFO per sender is
-// the same. One value for all (UnboundedLockfree allocates its closure per call).
-var mailbox = actor.UnboundedLockfree()
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
@@ -134,11 +128,14 @@ func NewSpawner(root *actor.RootContext, watcher *actor.PID, opts Options) *Spaw
 	if sp.logger == nil {
 		sp.logger = slog.Default()
 	}
+	// The mailbox is mailbox.NewLinked: an agent incarnation is mostly idle, and
+	// that one holds 80 B and no node when empty (protoactor's lock-free one 176 B,
+	// its default ring buffer ~240 B); FIFO per sender is the same.
 	// The producer makes an empty actor: protoactor calls it on the spawning
 	// goroutine and passes it nothing, and an owner actor is never restarted (its
 	// guardian stops it), so it is called once per incarnation, filled by ownerInit.
 	sp.props = actor.PropsFromProducer(func() actor.Actor { return &ownerActor{sp: sp} },
-		actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
+		actor.WithGuardian(guardian), actor.WithMailbox(mailbox.NewLinked))
 	if opts.Props != nil {
 		sp.props = opts.Props(sp.props)
 	}

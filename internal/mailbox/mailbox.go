@@ -1,5 +1,8 @@
-// Package mailbox is troupe's protoactor mailbox for its own actors: the job
-// actors, the job registry and the supervision inspector.
+// Package mailbox is troupe's protoactor mailboxes for its own actors. Mailbox
+// (this file) is for the busy ones, the job registry and the supervision
+// inspector: no allocation per message or per run. Linked (linked.go) is for the
+// many mostly idle ones, the job actors, owner actors and Activations: smallest
+// when idle (80 B, no node held), a node per message.
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at

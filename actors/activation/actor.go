@@ -152,8 +152,8 @@ type carry struct {
 // epoch), the FIFO core, and the turn in flight, run in a goroutine it owns with a
 // cancelable context — never inside Receive.
 type activationActor struct {
-	m      *Manager
-	c      *carry
+	m     *Manager
+	c     *carry
 	res   *session.Resumed // the first incarnation's; a restart resumes again
 	epoch uint64
 	// born is the rest of the session header (its identity fields are the
@@ -168,7 +168,7 @@ type activationActor struct {
 	baseSeq uint64
 	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
-	core    Core // by value: one allocation fewer per Activation
+	core    Core            // by value: one allocation fewer per Activation
 	dir     *actor.PID
 
 	token  uint64                  // the running turn's token (stale ends are ignored)

@@ -21,7 +21,6 @@ import (
 // cold resume, up to its first acceptance, and the directory's indexes (index and
 // unindex, the only places that add or remove an entry).
 
-
 // pending is an operation waiting for an Activation's first acceptance: a start
 // (rolled back on failure) or a cold resume.
 type pending struct {

@@ -129,17 +129,20 @@ type entry struct {
 //
 // Its indexes are kept in step by index and unindex, the only places that add or
 // remove an entry: every step that finds an entry by its Activation, its child
-// agent or its parent agent is a map lookup, never a scan of every entry.
+// agent or its parent agent is a map lookup, never a scan of every entry (by its
+// Activation: the child id is read off the PID's name, see byActivation).
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
 	byAgent  map[string]string            // child agent PID Id → child id
-	byPID    map[string]*entry            // Activation PID Id → its entry
 	kids     map[string]map[string]*entry // parent agent PID Id → child id → entry
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
 	spawned  uint64       // Activations spawned, for their unique names
+	// named is what every Activation's PID Id starts with, its name after it (the
+	// directory's own Id and "/"): byActivation reads the child id off a PID with it.
+	named string
 	props    *actor.Props // every Activation's (activationProps)
 	spawning spawning     // the Activation being spawned, for its producer only
 	life     lifecycle

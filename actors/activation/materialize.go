@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -225,7 +226,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// Each Activation gets a name of its own: the previous one of the same session
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
-	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
+	name := activationName(id, d.spawned)
 	ancestry := []string{parent.PID().Id}
 	for cur := parent.PID().Id; ; {
 		pid, ok := d.byAgent[cur]
@@ -249,11 +250,40 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		d.dropChildAgent(agent)
 		return nil, err
 	}
+	if d.named == "" {
+		d.named = strings.TrimSuffix(pid.Id, name)
+	}
 	surface.bind(pid)
 	d.activationSpawned(c, pid, id)
 	e.pid = pid
 	d.index(e)
 	return e, nil
+}
+
+// activationName is the name of the n-th Activation the directory spawns, of child
+// id: unique per spawn, and the id can be read back (byActivation).
+func activationName(id string, n uint64) string {
+	return "activation-" + id + "-" + strconv.FormatUint(n, 10)
+}
+
+// byActivation returns the entry whose Activation is pid, or nil. It holds no
+// index of its own: the child id is read off pid's name (activationName), and the
+// entry of that id is the answer only if it is this very Activation (a newer one
+// of the same child, or none, is nil).
+func (d *directoryActor) byActivation(pid *actor.PID) *entry {
+	name, ok := strings.CutPrefix(pid.Id, d.named)
+	if !ok || d.named == "" {
+		return nil
+	}
+	name, ok = strings.CutPrefix(name, "activation-")
+	i := strings.LastIndexByte(name, '-')
+	if !ok || i < 0 {
+		return nil
+	}
+	if e := d.acts[name[:i]]; e != nil && e.pid != nil && e.pid.Id == pid.Id {
+		return e
+	}
+	return nil
 }
 
 // spawning is what the producer of the Activation being spawned takes: its carry,
@@ -299,7 +329,6 @@ func (d *directoryActor) activationProps() *actor.Props {
 func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
 	d.byAgent[e.agent.PID().Id] = e.id
-	d.byPID[e.pid.Id] = e
 	parent := e.parent.PID().Id
 	if d.kids[parent] == nil {
 		d.kids[parent] = map[string]*entry{}
@@ -316,9 +345,6 @@ func (d *directoryActor) unindex(e *entry) {
 	}
 	if d.byAgent[e.agent.PID().Id] == e.id {
 		delete(d.byAgent, e.agent.PID().Id)
-	}
-	if d.byPID[e.pid.Id] == e {
-		delete(d.byPID, e.pid.Id)
 	}
 	parent := e.parent.PID().Id
 	if set := d.kids[parent]; set[e.id] == e {

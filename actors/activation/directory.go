@@ -139,10 +139,10 @@ type directoryActor struct {
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
-	spawned  uint64       // Activations spawned, for their unique names
+	spawned  uint64 // Activations spawned, for their unique names
 	// named is what every Activation's PID Id starts with, its name after it (the
 	// directory's own Id and "/"): byActivation reads the child id off a PID with it.
-	named string
+	named    string
 	props    *actor.Props // every Activation's (activationProps)
 	spawning spawning     // the Activation being spawned, for its producer only
 	life     lifecycle

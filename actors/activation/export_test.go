@@ -43,7 +43,6 @@ func (d *directoryActor) indexProblems() []string {
 	return out
 }
 
-
 // ResidentAgent returns the agent of childID's resident Activation, or nil: test
 // inspection only (production code gets a child's agent from TurnAgent, in its turn).
 func (m *Manager) ResidentAgent(childID string) *owner.Agent {

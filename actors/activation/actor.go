@@ -140,8 +140,10 @@ type carry struct {
 	// off — it never ran. "" once its turn has run, or for none.
 	recorded string
 	quiet    chan struct{} // closed when the last turn's goroutine has returned
-	// cancel cancels the last turn's context. The directory uses it (with quiet) when
-	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
+	// cancel cancels the last turn's context: the actor's way to stop its running
+	// turn (activationActor.token says whether one runs), and the directory's (with
+	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
+	// read safely.
 	cancel   context.CancelCauseFunc
 	announce bool // some delivery was accepted in this epoch
 	opened   bool // this epoch opened a turn
@@ -169,10 +171,9 @@ type activationActor struct {
 	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
 	core    Core            // by value: one allocation fewer per Activation
-	dir     *actor.PID
-
-	token  uint64                  // the running turn's token (stale ends are ignored)
-	cancel context.CancelCauseFunc // the running turn's cancel
+	// token is the running turn's (0: none; stale ends are ignored); the turn's
+	// cancel is the carry's while it runs.
+	token uint64
 
 	retired error // non-nil once retiring: every request is answered with it
 	crashed bool  // a handler is running, or panicked (see Receive)
@@ -186,16 +187,16 @@ type activationActor struct {
 // carry's copy of its identity (parent of record, depth, cwd) and its epoch.
 type headerRest struct {
 	origin     string
-	seedLength int
 	createdAt  int64
-	version    int
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 288 B)
+	version    int32
 }
 
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
 	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind,
-		Origin: a.born.origin, DelegationDepth: a.c.depth, SeedLength: a.born.seedLength, Cwd: a.c.cwd,
-		CreatedAt: a.born.createdAt, Version: a.born.version, Epoch: a.epoch}
+		Origin: a.born.origin, DelegationDepth: a.c.depth, SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
+		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
 // turnDesc is the part of the Descriptor an Activation keeps: what its turns and
@@ -285,7 +286,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *beginDispose:
 		fault.Yield(PointActivationDispose)
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
-			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
+			c.Send(c.Parent(), &refused{id: a.c.id}) // it took work since it proposed settling
 			return
 		}
 		if m.keep {
@@ -294,7 +295,7 @@ func (a *activationActor) receive(c actor.Context) {
 			a.apply(c, a.core.Close())
 		}
 	case *agentGone:
-		c.Send(a.dir, a.disposed(m.err))
+		c.Send(c.Parent(), a.disposed(m.err))
 	case *historyLoaded:
 		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == a.base {
 			a.hist = append(m.msgs, a.hist...)
@@ -312,7 +313,7 @@ func (a *activationActor) receive(c actor.Context) {
 func (a *activationActor) retire(c actor.Context, cause error) {
 	a.retired = messages.Errorf(CodeActivationFailed,
 		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.id, cause)
-	c.Send(a.dir, &retire{pid: c.Self()})
+	c.Send(c.Parent(), &retire{pid: c.Self()})
 }
 
 // refuse answers a request that reached a retired Activation; anything else
@@ -337,7 +338,6 @@ func (a *activationActor) refuse(msg any) {
 // journaled messages that never ran queued in order. A restarted incarnation
 // takes a new epoch from the store first, fencing its predecessor.
 func (a *activationActor) start(c actor.Context) {
-	a.dir = c.Parent()
 	var res session.Resumed
 	if a.res != nil {
 		res, a.res = *a.res, nil
@@ -367,7 +367,7 @@ func (a *activationActor) start(c actor.Context) {
 	}
 	a.c.started = true
 	h := res.Header
-	a.born, a.epoch = headerRest{origin: h.Origin, seedLength: h.SeedLength, createdAt: h.CreatedAt, version: h.Version}, h.Epoch
+	a.born, a.epoch = headerRest{origin: h.Origin, seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
 	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
 	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
 	toRun := res.ToRun
@@ -446,7 +446,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 		a.runTurn(c, *eff.StartTurn)
 	}
 	if eff.Settle {
-		c.Send(a.dir, &settled{id: a.c.id})
+		c.Send(c.Parent(), &settled{id: a.c.id})
 	}
 	if eff.Finish {
 		a.finish(c)
@@ -454,8 +454,8 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 }
 
 func (a *activationActor) stopTurn(cause error) {
-	if a.cancel != nil {
-		a.cancel(cause)
+	if a.token != 0 && a.c.cancel != nil {
+		a.c.cancel(cause)
 	}
 }
 
@@ -485,7 +485,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
-	a.cancel, a.token = cancel, turnTokens.Add(1)
+	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
 	turn := subagent.Turn{Session: a.c.id, Depth: a.c.depth,
 		History: a.history(c), Input: input,
 		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
@@ -497,7 +497,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
-	a.c.quiet, a.c.cancel = quiet, cancel
+	a.c.quiet = quiet
 	a.c.recorded = "" // its turn runs now: a restart from here on finds it cut off
 	go func() {
 		defer close(quiet)
@@ -508,10 +508,10 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 }
 
 func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
-	if a.cancel == nil || m.token != a.token {
+	if a.token == 0 || m.token != a.token {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
-	a.cancel, a.token = nil, 0
+	a.token = 0
 	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
 	// idle Activation keeps neither the turn's context nor its channel).
 	a.c.quiet, a.c.cancel = nil, nil

@@ -118,12 +118,16 @@ type carry struct {
 	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
 	ancestry []string        // PIDs (Id) of the live ancestors at materialization, nearest first
 	owned    map[string]bool // mirrors the core's owned children (nil: none yet)
-	announce bool            // some delivery was accepted in this epoch
 	runID    string          // the subagent/start event's run id, once announced
-	opened   bool            // this epoch opened a turn
 	final    []session.Block // the last turn's output
 	stop     string          // the last turn's stop reason
-	started  bool            // the first incarnation has started
+	// The session header's identity, as the directory read it before the spawn
+	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
+	// reads the same): the parent of record and its namespace, the depth, the cwd.
+	parentSes  string
+	parentKind string
+	cwd        string
+	depth      int
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
@@ -136,21 +140,28 @@ type carry struct {
 	// off — it never ran. "" once its turn has run, or for none.
 	recorded string
 	quiet    chan struct{} // closed when the last turn's goroutine has returned
-	// cancel cancels the last turn's context. The directory uses it (with quiet) when
-	// the actor has crashed: the crashed actor no longer runs, so it is read safely.
-	cancel context.CancelCauseFunc
+	// cancel cancels the last turn's context: the actor's way to stop its running
+	// turn (activationActor.token says whether one runs), and the directory's (with
+	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
+	// read safely.
+	cancel   context.CancelCauseFunc
+	announce bool // some delivery was accepted in this epoch
+	opened   bool // this epoch opened a turn
+	started  bool // the first incarnation has started
 }
 
 // activationActor is one live continuable child: its session (header, history,
 // epoch), the FIFO core, and the turn in flight, run in a goroutine it owns with a
 // cancelable context — never inside Receive.
 type activationActor struct {
-	m      *Manager
-	c      *carry
-	res    *session.Resumed // the first incarnation's; a restart resumes again
-	epoch  uint64
-	header session.Header
-	desc   turnDesc
+	m     *Manager
+	c     *carry
+	res   *session.Resumed // the first incarnation's; a restart resumes again
+	epoch uint64
+	// born is the rest of the session header (its identity fields are the
+	// carry's, its epoch is epoch): what Status reports of it.
+	born headerRest
+	desc turnDesc
 	// The model history. While base > 0 its first base messages are in the store
 	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
 	// holds the messages after them; once a runner has read them (historyLoaded)
@@ -159,11 +170,10 @@ type activationActor struct {
 	baseSeq uint64
 	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
-	core    *Core
-	dir     *actor.PID
-
-	token  uint64                  // the running turn's token (stale ends are ignored)
-	cancel context.CancelCauseFunc // the running turn's cancel
+	core    Core            // by value: one allocation fewer per Activation
+	// token is the running turn's (0: none; stale ends are ignored); the turn's
+	// cancel is the carry's while it runs.
+	token uint64
 
 	retired error // non-nil once retiring: every request is answered with it
 	crashed bool  // a handler is running, or panicked (see Receive)
@@ -171,6 +181,22 @@ type activationActor struct {
 	// the submit marked pre has been answered (case 146: the caller hears of
 	// acceptance before the turn can start).
 	held *session.InboxMessage
+}
+
+// headerRest is the part of session.Header an Activation keeps besides the
+// carry's copy of its identity (parent of record, depth, cwd) and its epoch.
+type headerRest struct {
+	origin     string
+	createdAt  int64
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 288 B)
+	version    int32
+}
+
+// header returns the session header as of this incarnation's restore.
+func (a *activationActor) header() session.Header {
+	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind,
+		Origin: a.born.origin, DelegationDepth: a.c.depth, SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
+		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
 // turnDesc is the part of the Descriptor an Activation keeps: what its turns and
@@ -221,7 +247,7 @@ func (a *activationActor) Receive(c actor.Context) {
 // start leaves crashed set, and the next resume reincarnates it again.
 func (a *activationActor) reincarnate(c actor.Context) {
 	a.stopTurn(&Cancel{Kind: "parent"})
-	*a = activationActor{m: a.m, c: a.c, core: NewCore(), crashed: true}
+	*a = activationActor{m: a.m, c: a.c, crashed: true}
 	a.start(c)
 }
 
@@ -242,7 +268,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *inboxIn:
 		a.inbox(c, m)
 	case *statusReq:
-		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header, Label: a.c.label,
+		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
@@ -260,7 +286,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *beginDispose:
 		fault.Yield(PointActivationDispose)
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
-			c.Send(a.dir, &refused{id: a.c.id}) // it took work since it proposed settling
+			c.Send(c.Parent(), &refused{id: a.c.id}) // it took work since it proposed settling
 			return
 		}
 		if m.keep {
@@ -269,7 +295,7 @@ func (a *activationActor) receive(c actor.Context) {
 			a.apply(c, a.core.Close())
 		}
 	case *agentGone:
-		c.Send(a.dir, a.disposed(m.err))
+		c.Send(c.Parent(), a.disposed(m.err))
 	case *historyLoaded:
 		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == a.base {
 			a.hist = append(m.msgs, a.hist...)
@@ -287,7 +313,7 @@ func (a *activationActor) receive(c actor.Context) {
 func (a *activationActor) retire(c actor.Context, cause error) {
 	a.retired = messages.Errorf(CodeActivationFailed,
 		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.id, cause)
-	c.Send(a.dir, &retire{pid: c.Self()})
+	c.Send(c.Parent(), &retire{pid: c.Self()})
 }
 
 // refuse answers a request that reached a retired Activation; anything else
@@ -312,7 +338,6 @@ func (a *activationActor) refuse(msg any) {
 // journaled messages that never ran queued in order. A restarted incarnation
 // takes a new epoch from the store first, fencing its predecessor.
 func (a *activationActor) start(c actor.Context) {
-	a.dir = c.Parent()
 	var res session.Resumed
 	if a.res != nil {
 		res, a.res = *a.res, nil
@@ -341,7 +366,8 @@ func (a *activationActor) start(c actor.Context) {
 		}
 	}
 	a.c.started = true
-	a.header, a.epoch = res.Header, res.Header.Epoch
+	h := res.Header
+	a.born, a.epoch = headerRest{origin: h.Origin, seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
 	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
 	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
 	toRun := res.ToRun
@@ -420,7 +446,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 		a.runTurn(c, *eff.StartTurn)
 	}
 	if eff.Settle {
-		c.Send(a.dir, &settled{id: a.c.id})
+		c.Send(c.Parent(), &settled{id: a.c.id})
 	}
 	if eff.Finish {
 		a.finish(c)
@@ -428,8 +454,8 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 }
 
 func (a *activationActor) stopTurn(cause error) {
-	if a.cancel != nil {
-		a.cancel(cause)
+	if a.token != 0 && a.c.cancel != nil {
+		a.c.cancel(cause)
 	}
 }
 
@@ -459,11 +485,11 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
-	a.cancel, a.token = cancel, turnTokens.Add(1)
-	turn := subagent.Turn{Session: a.c.id, Depth: a.header.DelegationDepth,
+	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
+	turn := subagent.Turn{Session: a.c.id, Depth: a.c.depth,
 		History: a.history(c), Input: input,
 		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
-		Provider: a.desc.Provider, Cwd: a.header.Cwd, State: a.state}
+		Provider: a.desc.Provider, Cwd: a.c.cwd, State: a.state}
 	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
 		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
 	}
@@ -471,7 +497,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
-	a.c.quiet, a.c.cancel = quiet, cancel
+	a.c.quiet = quiet
 	a.c.recorded = "" // its turn runs now: a restart from here on finds it cut off
 	go func() {
 		defer close(quiet)
@@ -482,10 +508,10 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 }
 
 func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
-	if a.cancel == nil || m.token != a.token {
+	if a.token == 0 || m.token != a.token {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
-	a.cancel, a.token = nil, 0
+	a.token = 0
 	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
 	// idle Activation keeps neither the turn's context nor its channel).
 	a.c.quiet, a.c.cancel = nil, nil

@@ -107,21 +107,18 @@ type liveEntry struct {
 
 // entry is a live activation as the directory knows it. It holds its actor's
 // carry (one allocation for both): the carry's identity fields (id, label, agent,
-// parent, ancestry) are written before the spawn and never after, so the directory
+// parent, ancestry, and the header's parentSes, parentKind, depth and cwd) are
+// written before the spawn and never after, so the directory
 // reads them as its own; the rest of the carry is the actor's (the directory reads
 // its turn's quiet and cancel only once the actor has crashed, see HandleFailure),
 // and the fields below are the directory's alone.
 type entry struct {
-	carry                 // what its actor keeps across restarts; id, label, agent, parent
-	pid        *actor.PID // the Activation's
-	parentSes  string     // parent session of record
-	parentKind string     // and its namespace (session.Header.ParentKind)
-	depth      int
-	cwd        string
-	starting   *pending // the first acceptance is in flight: later operations wait
-	closing    bool     // the disposal transaction is open: admission is closed
-	forced     bool     // a drain disposes it, whatever it proposed
-	waiting    []any    // operations that arrived while starting or closing
+	carry               // what its actor keeps; id, label, agent, parent, parentSes, parentKind, depth, cwd
+	pid      *actor.PID // the Activation's
+	starting *pending   // the first acceptance is in flight: later operations wait
+	waiting  *[]any     // operations that arrived while starting or closing (nil: none)
+	closing  bool       // the disposal transaction is open: admission is closed
+	forced   bool       // a drain disposes it, whatever it proposed
 }
 
 // directoryActor maps child session ids to at most one live Activation, spawns and
@@ -132,17 +129,20 @@ type entry struct {
 //
 // Its indexes are kept in step by index and unindex, the only places that add or
 // remove an entry: every step that finds an entry by its Activation, its child
-// agent or its parent agent is a map lookup, never a scan of every entry.
+// agent or its parent agent is a map lookup, never a scan of every entry (by its
+// Activation: the child id is read off the PID's name, see byActivation).
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
 	byAgent  map[string]string            // child agent PID Id → child id
-	byPID    map[string]*entry            // Activation PID Id → its entry
 	kids     map[string]map[string]*entry // parent agent PID Id → child id → entry
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait
-	spawned  uint64       // Activations spawned, for their unique names
+	spawned  uint64 // Activations spawned, for their unique names
+	// named is what every Activation's PID Id starts with, its name after it (the
+	// directory's own Id and "/"): byActivation reads the child id off a PID with it.
+	named    string
 	props    *actor.Props // every Activation's (activationProps)
 	spawning spawning     // the Activation being spawned, for its producer only
 	life     lifecycle

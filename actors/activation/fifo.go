@@ -26,9 +26,9 @@ const (
 type Core struct {
 	queue   []session.InboxMessage // accepted, not started, in acceptance order
 	running *session.InboxMessage  // the turn in flight
+	owned   map[string]bool        // resident children this activation started (nil: none yet)
 	awake   bool                   // a waking send arrived since the queue last emptied
 	parked  bool                   // an interrupt parked the queue until the next waking send
-	owned   map[string]bool        // resident children this activation started (nil: none yet)
 	closing bool                   // disposal has begun: admission is closed
 	done    bool                   // Finish has been returned
 	held    bool                   // a crashed incarnation's turn has not returned yet

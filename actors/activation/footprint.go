@@ -9,7 +9,6 @@ import "context"
 type Footprint struct {
 	Activations int // resident Activations by child id
 	ByAgent     int // child agent PID → child id
-	ByPID       int // Activation PID → entry
 	Parents     int // parent agents with resident children
 	Below       int // drains below exact parents still recorded
 	Waits       int // drain callers waiting
@@ -36,7 +35,6 @@ func (d *directoryActor) footprint() Footprint {
 	return Footprint{
 		Activations: len(d.acts),
 		ByAgent:     len(d.byAgent),
-		ByPID:       len(d.byPID),
 		Parents:     len(d.kids),
 		Below:       len(d.below),
 		Waits:       len(d.waits),

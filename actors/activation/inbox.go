@@ -49,7 +49,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
-		if authorisedSession(m.parent, m.source) != a.header.ParentSession || m.parentKind != a.header.ParentKind {
+		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind {
 			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}
@@ -139,7 +139,7 @@ func (a *activationActor) inbox(c actor.Context, m *inboxIn) {
 func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 	kind := "user"
 	switch {
-	case auth.Ancestor == nil && auth.ParentSession != a.header.ParentSession:
+	case auth.Ancestor == nil && auth.ParentSession != a.c.parentSes:
 		return unauthorized("subagent %q belongs to another parent session", a.c.id)
 	case auth.Ancestor != nil && !slices.Contains(a.c.ancestry, auth.Ancestor.PID().Id):
 		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.id, auth.Ancestor.Session())

@@ -164,7 +164,7 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 // as a cold resume, once it has terminated — and it is poisoned, so the submits
 // already sent to it are answered (refused) before it stops.
 func (d *directoryActor) retire(c actor.Context, pid *actor.PID) {
-	if e := d.byPID[pid.Id]; e != nil && e.pid.Equal(pid) {
+	if e := d.byActivation(pid); e != nil {
 		e.closing, e.forced = true, true
 		c.Poison(pid)
 	}
@@ -174,7 +174,7 @@ func (d *directoryActor) retire(c actor.Context, pid *actor.PID) {
 // restart intensity exceeded, a restore that failed): it is forgotten, and its
 // pending and waiting operations are answered.
 func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
-	e := d.byPID[who.Id]
+	e := d.byActivation(who)
 	if e == nil {
 		return // released or rolled back before it stopped
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -19,14 +21,6 @@ import (
 // Bringing an Activation to life under the per-child lock: a start (SPEC §6.2) or a
 // cold resume, up to its first acceptance, and the directory's indexes (index and
 // unindex, the only places that add or remove an entry).
-
-// mailbox is every Activation's mailbox: protoactor's linked (lock-free) queue. A
-// resident Activation is mostly idle, and the default mailbox's ring buffer
-// (goring: 10 slots, ~240 B with its headers) would be held by each for its whole
-// residency, where the linked queue holds one 24-B node. It is FIFO as the default
-// one is (one consumer; pushes ordered by an atomic swap), so the mailbox stays the
-// only FIFO of a child. One value for all (UnboundedLockfree allocates per call).
-var mailbox = actor.UnboundedLockfree()
 
 // pending is an operation waiting for an Activation's first acceptance: a start
 // (rolled back on failure) or a cold resume.
@@ -232,7 +226,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// Each Activation gets a name of its own: the previous one of the same session
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
-	name := "activation-" + id + "-" + strconv.FormatUint(d.spawned, 10)
+	name := activationName(id, d.spawned)
 	ancestry := []string{parent.PID().Id}
 	for cur := parent.PID().Id; ; {
 		pid, ok := d.byAgent[cur]
@@ -242,8 +236,8 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		cur = d.acts[pid].parent.PID().Id
 		ancestry = append(ancestry, cur)
 	}
-	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre},
-		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre,
+		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}}
 	if started {
 		e.carry.recorded = pre.ID
 	}
@@ -256,11 +250,40 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		d.dropChildAgent(agent)
 		return nil, err
 	}
+	if d.named == "" {
+		d.named = strings.TrimSuffix(pid.Id, name)
+	}
 	surface.bind(pid)
 	d.activationSpawned(c, pid, id)
 	e.pid = pid
 	d.index(e)
 	return e, nil
+}
+
+// activationName is the name of the n-th Activation the directory spawns, of child
+// id: unique per spawn, and the id can be read back (byActivation).
+func activationName(id string, n uint64) string {
+	return "activation-" + id + "-" + strconv.FormatUint(n, 10)
+}
+
+// byActivation returns the entry whose Activation is pid, or nil. It holds no
+// index of its own: the child id is read off pid's name (activationName), and the
+// entry of that id is the answer only if it is this very Activation (a newer one
+// of the same child, or none, is nil).
+func (d *directoryActor) byActivation(pid *actor.PID) *entry {
+	name, ok := strings.CutPrefix(pid.Id, d.named)
+	if !ok || d.named == "" {
+		return nil
+	}
+	name, ok = strings.CutPrefix(name, "activation-")
+	i := strings.LastIndexByte(name, '-')
+	if !ok || i < 0 {
+		return nil
+	}
+	if e := d.acts[name[:i]]; e != nil && e.pid != nil && e.pid.Id == pid.Id {
+		return e
+	}
+	return nil
 }
 
 // spawning is what the producer of the Activation being spawned takes: its carry,
@@ -280,6 +303,10 @@ type spawning struct {
 // re-created — the directory, its supervisor, resumes a crashed one and it resets
 // itself in place (HandleFailure, activationActor.reincarnate). One Props for all
 // rather than one per Activation (its Props and producer closures, ≈ 190 B each).
+// Its mailbox is mailbox.NewLinked: a resident Activation is mostly idle, and that
+// one holds 80 B and no node when empty (protoactor's lock-free one 176 B, its ring
+// buffer ~240 B); it is FIFO as protoactor's are, so the mailbox stays the only FIFO
+// of a child.
 func (d *directoryActor) activationProps() *actor.Props {
 	if d.props == nil {
 		m := d.m
@@ -289,8 +316,8 @@ func (d *directoryActor) activationProps() *actor.Props {
 				panic("activation: an Activation's actor was re-created outside its spawn")
 			}
 			d.spawning = spawning{}
-			return &activationActor{m: m, c: s.c, res: s.res, held: s.held, core: NewCore()}
-		}, actor.WithMailbox(mailbox))
+			return &activationActor{m: m, c: s.c, res: s.res, held: s.held}
+		}, actor.WithMailbox(mailbox.NewLinked))
 		if m.deps.Dispatcher != nil {
 			d.props = d.props.Configure(actor.WithDispatcher(m.deps.Dispatcher))
 		}
@@ -302,7 +329,6 @@ func (d *directoryActor) activationProps() *actor.Props {
 func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
 	d.byAgent[e.agent.PID().Id] = e.id
-	d.byPID[e.pid.Id] = e
 	parent := e.parent.PID().Id
 	if d.kids[parent] == nil {
 		d.kids[parent] = map[string]*entry{}
@@ -319,9 +345,6 @@ func (d *directoryActor) unindex(e *entry) {
 	}
 	if d.byAgent[e.agent.PID().Id] == e.id {
 		delete(d.byAgent, e.agent.PID().Id)
-	}
-	if d.byPID[e.pid.Id] == e {
-		delete(d.byPID, e.pid.Id)
 	}
 	parent := e.parent.PID().Id
 	if set := d.kids[parent]; set[e.id] == e {

@@ -26,7 +26,7 @@ const DefaultRestartGrace = time.Second
 func (d *directoryActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID,
 	rs *actor.RestartStatistics, reason any, message any) {
 	id := ""
-	if e := d.byPID[child.Id]; e != nil {
+	if e := d.byActivation(child); e != nil {
 		id = e.id
 	}
 	err := messages.Errorf(CodeActivationFailed,
@@ -52,7 +52,7 @@ func (d *directoryActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervi
 	}
 	d.failures[child.Id] = recent
 	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s panicked and restarts from its persisted session: %v", id, reason))
-	if e := d.byPID[child.Id]; e != nil && e.carry.quiet != nil {
+	if e := d.byActivation(child); e != nil && e.carry.quiet != nil {
 		select {
 		case <-e.carry.quiet:
 		default:
@@ -103,7 +103,7 @@ type restartAfterTurn struct {
 }
 
 func (d *directoryActor) restartAfterTurn(m *restartAfterTurn) {
-	if d.byPID[m.pid.Id] == nil {
+	if d.byActivation(m.pid) == nil {
 		return // stopped (a drain or a disposal) while it waited
 	}
 	d.activationRestarted(m.pid, m.reason)

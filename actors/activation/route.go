@@ -52,7 +52,10 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			return
 		}
 		if e.closing || e.starting != nil {
-			e.waiting = append(e.waiting, m) // retried once the lock is free
+			if e.waiting == nil {
+				e.waiting = new([]any)
+			}
+			*e.waiting = append(*e.waiting, m) // retried once the lock is free
 			return
 		}
 		reply := m.reply
@@ -118,7 +121,10 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 
 // redispatch runs again the operations that waited on e's lock.
 func (d *directoryActor) redispatch(c actor.Context, e *entry) {
-	ops := e.waiting
+	if e.waiting == nil {
+		return
+	}
+	ops := *e.waiting
 	e.waiting = nil
 	for _, op := range ops {
 		c.Send(c.Self(), op)

@@ -47,9 +47,6 @@ func errUnbound() error {
 		"the continuable subagent's Activation is not spawned yet: the delivery is refused")
 }
 
-// EnqueuesOnly makes childSurface an owner.InlineSurface: each verb is one Send.
-func (s *childSurface) EnqueuesOnly() {}
-
 func (s *childSurface) Inject(m owner.Message) error { return s.send(&inboxIn{msg: m}) }
 
 func (s *childSurface) Steer(m owner.Message) error { return s.send(&inboxIn{msg: m, wake: true}) }

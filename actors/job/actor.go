@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -46,7 +47,7 @@ type Shared struct {
 // must be used by one goroutine at a time (the registry actor). Job actors are
 // never restarted (supervision stops them), so the producer never runs later.
 //
-// Their mailbox is a linked lock-free one (mailbox.go: protoactor's unbounded
+// Their mailbox is a linked lock-free one (mailbox.NewLinked: protoactor's unbounded
 // lock-free mailbox in one allocation, holding no node when empty): a job actor gets
 // a handful of messages in its life, and the default mailbox's ring buffer (goring:
 // 10 slots, ~250 B with its headers) was held by every live job, protoactor's
@@ -68,7 +69,7 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 		a := &jobActor{cfg: s.staged, core: NewCore()}
 		s.staged = Config{}
 		return a
-	}, actor.WithMailbox(newMailbox))
+	}, actor.WithMailbox(mailbox.NewLinked))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/troupe-rt/troupe/internal/deliver"
 	"github.com/troupe-rt/troupe/internal/fault"
-	imailbox "github.com/troupe-rt/troupe/internal/mailbox"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -33,20 +33,6 @@ var incarnations atomic.Uint64
 // guardian is every owner actor's guardian strategy. One value for all: protoactor
 // registers a guardian process per strategy value, and never removes it.
 var guardian = supervision.OwnerStrategy()
-
-// mailbox is every owner actor's mailbox: troupe's own (internal/mailbox), whose
-// idle footprint is that of protoactor's linked queue (176 B; the default ring
-// buffer, goring, would hold ~240 B for the incarnation's whole life) and which
-// allocates nothing per message. FIFO per sender is the same. An owner whose
-// surface is an InlineSurface gets inlineMailbox instead: a job notice
-// (deliver.Notice, an internal/mailbox Inline) to it when it is idle runs on the
-// registry's goroutine and reaches the surface within the registry's settlement
-// commit, without waking a worker for the owner. Any other surface may block, so
-// its owner's notices are queued and handed to a worker, as every message is.
-var (
-	mailbox       = imailbox.QueuedProducer
-	inlineMailbox = imailbox.Producer
-)
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
@@ -143,12 +129,21 @@ func NewSpawner(root *actor.RootContext, watcher *actor.PID, opts Options) *Spaw
 	if sp.logger == nil {
 		sp.logger = slog.Default()
 	}
+	// The mailbox is mailbox.NewLinked: an agent incarnation is mostly idle, and
+	// that one holds 80 B and no node when empty (protoactor's lock-free one 176 B,
+	// its default ring buffer ~240 B); FIFO per sender is the same.
 	// The producer makes an empty actor: protoactor calls it on the spawning
 	// goroutine and passes it nothing, and an owner actor is never restarted (its
 	// guardian stops it), so it is called once per incarnation, filled by ownerInit.
+	// An owner whose surface is an InlineSurface has the Mailbox instead of the
+	// Linked one (176 B idle instead of 80 B): a job notice (deliver.Notice, an
+	// internal/mailbox Inline) to it when it is idle runs on the registry's
+	// goroutine and reaches the surface within the registry's settlement commit,
+	// without waking a worker for the owner. Any other surface may block, so its
+	// owner's notices are queued on the Linked mailbox and handed to a worker.
 	producer := func() actor.Actor { return &ownerActor{sp: sp} }
-	sp.props = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(mailbox))
-	sp.inline = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(inlineMailbox))
+	sp.props = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(mailbox.NewLinked))
+	sp.inline = actor.PropsFromProducer(producer, actor.WithGuardian(guardian), actor.WithMailbox(mailbox.Producer))
 	if opts.Props != nil {
 		sp.props, sp.inline = opts.Props(sp.props), opts.Props(sp.inline)
 	}
@@ -189,12 +184,7 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	// First in the mailbox: no one else has the PID yet.
 	root.Send(pid, &ownerInit{surface: surface, logger: logger, scope: sc, session: session})
 	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
-	if _, err := sc.Add(EffectLabel, func(ctx context.Context) error {
-		// Poison, not Stop: a notice sent before the jobs' teardown finished (an
-		// unclaimed settlement) is already queued and must be delivered first;
-		// Stop, a system message, would overtake it and drop it.
-		return root.PoisonFuture(pid).Wait()
-	}); err != nil {
+	if _, err := sc.Add(EffectLabel, a.stop); err != nil {
 		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
 		// stop are reported as any incarnation's are.
 		root.Poison(pid)
@@ -203,6 +193,12 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	return a, nil
 }
 
+// stop is the Scope effect that stops the owner actor (EffectLabel). Poison, not
+// Stop: a notice sent before the jobs' teardown finished (an unclaimed settlement)
+// is already queued and must be delivered first; Stop, a system message, would
+// overtake it and drop it. A method value, not a closure: 16 B, not 24.
+func (a *Agent) stop(context.Context) error { return a.root.PoisonFuture(a.pid).Wait() }
+
 // ErrEmptySession is the refusal of an agent with the empty session id.
 func ErrEmptySession() error {
 	return messages.Errorf(messages.CodeInvalidSession,
@@ -210,8 +206,9 @@ func ErrEmptySession() error {
 }
 
 // counts are an owner's delivery counters (Stats without the state read at the
-// time of asking).
-type counts struct{ Delivered, Failed, Duplicates int }
+// time of asking). 32 bits each, so that an owner actor fits 96 B: they wrap past
+// 2³²−1 notices in one incarnation.
+type counts struct{ Delivered, Failed, Duplicates uint32 }
 
 // ownerActor is one incarnation: its identity (its PID), the agent's busy/idle
 // status, its wake budget and the notices it has delivered. Its stop tears its
@@ -220,19 +217,18 @@ type ownerActor struct {
 	sp      *Spawner // the watcher and the inspector (the supervision tree's, or nil)
 	surface Surface
 	logger  *slog.Logger
-	busy    bool
-	crashed bool // a panic escaped Receive: the guardian stops the actor
-	spent   int  // wakes spent since the last claimed user message
+	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
 	// noticed is the job last noticed: one notice per job, whatever mounts fire.
 	// Every mount's notice of a job is sent within the one registry message that
 	// commits its settlement, from the registry's goroutine, so a job's duplicates
 	// reach this mailbox before any later job's notice: remembering the last job is
 	// enough, and nothing accumulates per job over a long incarnation.
 	noticed string
-	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
-	stats   counts
-
 	session string
+	stats   counts
+	spent   uint32 // wakes spent since the last claimed user message (below a notice's MaxWakes)
+	busy    bool
+	crashed bool // a panic escaped Receive: the guardian stops the actor
 }
 
 func (o *ownerActor) Receive(c actor.Context) {
@@ -277,8 +273,8 @@ func (o *ownerActor) Receive(c actor.Context) {
 			o.spent = 0
 		}
 	case *statsReq:
-		s := Stats{Delivered: o.stats.Delivered, Failed: o.stats.Failed, Duplicates: o.stats.Duplicates}
-		s.Busy, s.SpentWakes = o.busy, o.spent
+		s := Stats{Delivered: int(o.stats.Delivered), Failed: int(o.stats.Failed), Duplicates: int(o.stats.Duplicates)}
+		s.Busy, s.SpentWakes = o.busy, int(o.spent)
 		m.reply <- s
 	case *actor.Stopped:
 		if o.scope != nil { // stopped before its ownerInit: its spawn was never reported
@@ -325,7 +321,7 @@ func (o *ownerActor) deliver(n *deliver.Notice) {
 	o.noticed = n.JobID
 	fault.Yield(PointNoticeDeliver)
 	verb := o.inject
-	if n.Delivery == DeliveryWakeup && !o.busy && o.spent < n.MaxWakes {
+	if n.Delivery == DeliveryWakeup && !o.busy && int64(o.spent) < int64(n.MaxWakes) {
 		o.spent++
 		verb = o.followup
 	}

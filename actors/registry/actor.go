@@ -167,7 +167,7 @@ type registryActor struct {
 	agentMounts int
 	agents      map[string]*actor.PID // session → registered instance
 	agentOf     map[string]string     // registered instance's PID Id → its session (agents reversed)
-	secrets     map[string][]byte     // session → the wire credential of its registered instance (auth.go)
+	secrets     map[string]secret     // session → the wire credential of its registered instance (auth.go)
 
 	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
 
@@ -196,7 +196,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		layers:      map[scope.ID][]*registration{},
 		agents:      map[string]*actor.PID{},
 		agentOf:     map[string]string{},
-		secrets:     map[string][]byte{},
+		secrets:     map[string]secret{},
 		observers:   map[string][]chan<- getRes{},
 		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}

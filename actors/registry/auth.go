@@ -19,12 +19,15 @@ import (
 // credentialBytes is the size of a wire credential: 256 random bits.
 const credentialBytes = 32
 
+// secret is a wire credential, held by value in the registry's map (no allocation
+// of its own per registered agent).
+type secret [credentialBytes]byte
+
 // mintSecret returns a fresh wire credential. crypto/rand.Read never fails on the
 // platforms Go supports (it panics rather than return short).
-func mintSecret() []byte {
-	b := make([]byte, credentialBytes)
-	_, _ = rand.Read(b)
-	return b
+func mintSecret() (s secret) {
+	_, _ = rand.Read(s[:])
+	return s
 }
 
 // mayRegister is the registration rule for pid as session s's instance.
@@ -47,7 +50,11 @@ func (r *registryActor) credential(a *owner.Agent) credentialRes {
 		return credentialRes{err: messages.Errorf(messages.CodeOwnerNotLive,
 			"agent %q is not the registered agent instance: it has no wire credential", a.Session())}
 	}
-	return credentialRes{secret: append([]byte(nil), r.secrets[a.Session()]...)}
+	s, ok := r.secrets[a.Session()]
+	if !ok {
+		return credentialRes{}
+	}
+	return credentialRes{secret: append([]byte(nil), s[:]...)}
 }
 
 // authenticate returns the session a wire request speaks for: "" (no agent) when it
@@ -56,7 +63,7 @@ func (r *registryActor) authenticate(session string, cred []byte) (string, error
 	if session == "" {
 		return "", nil
 	}
-	if secret := r.secrets[session]; secret != nil && subtle.ConstantTimeCompare(secret, cred) == 1 {
+	if secret, ok := r.secrets[session]; ok && subtle.ConstantTimeCompare(secret[:], cred) == 1 {
 		return session, nil
 	}
 	return "", &messages.Error{Code: messages.CodeUnauthenticated,

@@ -1,6 +1,10 @@
-// Package mailbox is troupe's protoactor mailbox for its own actors: the job
-// registry, the supervision inspector and the owner actors. Its Inline messages are
-// run by their sender when the mailbox is idle.
+// Package mailbox is troupe's protoactor mailboxes for its own actors. Mailbox
+// (this file) is for the busy ones, the job registry and the supervision
+// inspector, and for the owner actors whose surface takes notices inline: no
+// allocation per message or per run, and its Inline messages are run by their
+// sender when the mailbox is idle. Linked (linked.go) is for the many mostly idle
+// ones, the job actors, the other owner actors and Activations: smallest when idle
+// (80 B, no node held), a node per message, never inline.
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at
@@ -36,15 +40,6 @@ import (
 // Producer is the actor.MailboxProducer of this mailbox (for actor.WithMailbox).
 func Producer() actor.Mailbox { return New() }
 
-// QueuedProducer is Producer with Inline messages queued like any other: for an
-// actor whose handling of them may block (an owner actor whose surface has not
-// declared it never does, owner.InlineSurface).
-func QueuedProducer() actor.Mailbox {
-	m := New()
-	m.queued = true
-	return m
-}
-
 // New returns an empty mailbox.
 func New() *Mailbox {
 	m := &Mailbox{}
@@ -60,7 +55,6 @@ type Mailbox struct {
 	mu         sync.Mutex
 	sys, user  ring
 	scheduled  bool // a run is scheduled or running (under mu)
-	queued     bool // Inline messages are queued (QueuedProducer); never written after New
 	suspended  bool // user messages wait until ResumeMailbox (under mu)
 	userCount  atomic.Int32
 	invoker    actor.MessageInvoker
@@ -88,7 +82,7 @@ func (m *Mailbox) PostUserMessage(message any) {
 	m.userCount.Add(1)
 	m.mu.Lock()
 	m.user.push(message)
-	if _, ok := message.(Inline); ok && !m.queued && !m.scheduled {
+	if _, ok := message.(Inline); ok && !m.scheduled {
 		// Idle: this message is the only one queued, so the run handles it first.
 		m.scheduled = true
 		m.mu.Unlock()
@@ -103,11 +97,11 @@ func (m *Mailbox) PostUserMessage(message any) {
 // handing it to the dispatcher — one goroutine wake fewer. The run is an ordinary
 // one (system messages first, FIFO, a panic escalated and the run going on), and
 // takes whatever else is posted meanwhile. Posted while a run is scheduled or
-// running, or to a QueuedProducer mailbox, the message is queued as any other.
+// running, the message is queued as any other (and a Linked mailbox never runs one inline).
 // Only a message whose handling never blocks may be Inline: the sender waits for
 // the run. Two are: a job actor's job.Settled to the registry, and the registry's
 // job notice to an owner actor (deliver.Notice) whose surface is an
-// owner.InlineSurface (the others' owner actors have a QueuedProducer mailbox).
+// owner.InlineSurface (the other owner actors have a Linked mailbox).
 type Inline interface{ HandledBySender() }
 
 // PostSystemMessage queues a system message and schedules a run if none is.

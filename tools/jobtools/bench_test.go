@@ -75,13 +75,31 @@ func (c chanSurface) Followup(owner.Message) error { c <- time.Now(); return nil
 // runtime/trace region "notice": run with -test.trace and count the goroutines made runnable
 // inside those regions (wake-ups per notice, which a loaded machine leaves exact).
 func BenchmarkNoticeLatency(b *testing.B) {
+	noticeLatency(b, func(c chanSurface) owner.Surface { return c })
+}
+
+// queuedChanSurface is chanSurface without the owner.InlineSurface declaration:
+// an embedder's surface that has not promised never to block.
+type queuedChanSurface struct{ c chanSurface }
+
+func (q queuedChanSurface) Inject(m owner.Message) error   { return q.c.Inject(m) }
+func (q queuedChanSurface) Steer(m owner.Message) error    { return q.c.Steer(m) }
+func (q queuedChanSurface) Followup(m owner.Message) error { return q.c.Followup(m) }
+
+// BenchmarkNoticeLatencyQueuedSurface is NoticeLatency to a surface that is not an
+// owner.InlineSurface: its owner's notices are handed to a worker.
+func BenchmarkNoticeLatencyQueuedSurface(b *testing.B) {
+	noticeLatency(b, func(c chanSurface) owner.Surface { return queuedChanSurface{c} })
+}
+
+func noticeLatency(b *testing.B, wrap func(chanSurface) owner.Surface) {
 	sys, _ := troupetest.NewSystem(b)
 	_, err := jobtools.MountIn(b.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
 	require.NoError(b, err)
 	_, err = sys.Jobs().MountAgents(context.Background(), sys.Scope())
 	require.NoError(b, err)
 	surface := make(chanSurface, 1)
-	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
+	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: wrap(surface)})
 	require.NoError(b, err)
 	require.NoError(b, sys.Jobs().RegisterAgent(context.Background(), a))
 	a.SetBusy(true)

@@ -1,4 +1,4 @@
-package job
+package mailbox
 
 import (
 	"runtime"
@@ -7,22 +7,24 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// newMailbox is the job actors' mailbox producer (actor.WithMailbox): protoactor's
-// lock-free unbounded mailbox (actor.UnboundedLockfree) with the same semantics
-// (system messages first, SuspendMailbox/ResumeMailbox, the dispatcher's throughput,
-// a panic escalated as a failure of the message being processed) in one 80-B
+// NewLinked is the producer (actor.WithMailbox) of the mailbox of troupe's mostly
+// idle actors — job actors, owner actors, Activations: protoactor's lock-free
+// unbounded mailbox (actor.UnboundedLockfree) with the same semantics (system
+// messages first, SuspendMailbox/ResumeMailbox, the dispatcher's throughput, a
+// panic escalated as a failure of the message being processed) in one 80-B
 // allocation. protoactor's is a 96-B struct, two 16-B queues and, once the first
 // system and the first user message are popped, the last popped node of each queue
-// (24 B each, its stub): 176 B held by every idle job. Here the two queues are two
-// words each, fields of the mailbox, and an empty queue holds no node. No
-// middlewares: job actors have none.
-func newMailbox() actor.Mailbox { return &mailbox{} }
+// (24 B each, its stub): 176 B held by every idle actor. Here the two queues are
+// two words each, fields of the mailbox, and an empty queue holds no node. It
+// allocates a node per message (Mailbox does not): it is for actors that hold many
+// instances and get few messages each. No middlewares: its actors have none.
+func NewLinked() actor.Mailbox { return &Linked{} }
 
-// mailbox is a job actor's mailbox (newMailbox). Any goroutine posts; one run at a
-// time (status) pops and invokes, on the dispatcher.
-type mailbox struct {
+// Linked is the mailbox NewLinked makes. Any goroutine posts; one run at a time
+// (status) pops and invokes, on the dispatcher.
+type Linked struct {
 	user, sys  queue
-	status     atomic.Int32 // mailboxIdle or mailboxRunning: a run is scheduled or in progress
+	status     atomic.Int32 // linkedIdle or linkedRunning: a run is scheduled or in progress
 	userN      atomic.Int32 // user messages posted and not yet popped
 	sysN       atomic.Int32 // system messages posted and not yet popped
 	suspended  atomic.Bool  // a SuspendMailbox was processed and no ResumeMailbox since
@@ -31,13 +33,13 @@ type mailbox struct {
 }
 
 const (
-	mailboxIdle int32 = iota
-	mailboxRunning
+	linkedIdle int32 = iota
+	linkedRunning
 )
 
 // PostUserMessage enqueues a user message (a batch's messages first, then the batch,
 // as protoactor's mailbox does) and schedules a run.
-func (m *mailbox) PostUserMessage(message any) {
+func (m *Linked) PostUserMessage(message any) {
 	if batch, ok := message.(actor.MessageBatch); ok {
 		for _, msg := range batch.GetMessages() {
 			m.PostUserMessage(msg)
@@ -56,26 +58,26 @@ func (m *mailbox) PostUserMessage(message any) {
 }
 
 // PostSystemMessage enqueues a system message and schedules a run.
-func (m *mailbox) PostSystemMessage(message any) {
+func (m *Linked) PostSystemMessage(message any) {
 	m.sys.push(&qnode{val: message})
 	m.sysN.Add(1)
 	m.schedule()
 }
 
 // RegisterHandlers is called once by protoactor before any message is posted.
-func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+func (m *Linked) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker = invoker
 	m.dispatcher = dispatcher
 }
 
 // Start is called once when the actor is spawned: nothing to start.
-func (m *mailbox) Start() {}
+func (m *Linked) Start() {}
 
 // UserMessageCount returns the user messages waiting.
-func (m *mailbox) UserMessageCount() int { return int(m.userN.Load()) }
+func (m *Linked) UserMessageCount() int { return int(m.userN.Load()) }
 
-func (m *mailbox) schedule() {
-	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+func (m *Linked) schedule() {
+	if m.status.CompareAndSwap(linkedIdle, linkedRunning) {
 		m.dispatcher.Schedule(m.processMessages)
 	}
 }
@@ -83,15 +85,15 @@ func (m *mailbox) schedule() {
 // processMessages is one scheduled run: it runs until the queues are empty (or the
 // mailbox is suspended), then goes idle, and runs again if a message was posted
 // after its last pop (the poster saw it running and did not schedule).
-func (m *mailbox) processMessages() {
+func (m *Linked) processMessages() {
 	for {
 		m.run()
-		m.status.Store(mailboxIdle)
+		m.status.Store(linkedIdle)
 		sys, user := m.sysN.Load(), m.userN.Load()
 		if sys == 0 && (m.suspended.Load() || user == 0) {
 			return
 		}
-		if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		if !m.status.CompareAndSwap(linkedIdle, linkedRunning) {
 			return // a poster scheduled a new run
 		}
 	}
@@ -100,7 +102,7 @@ func (m *mailbox) processMessages() {
 // run invokes system messages first, then user messages while not suspended,
 // yielding the goroutine after each throughput's worth. A panic in a handler is
 // escalated (protoactor's supervision of the job actor) with the message it came from.
-func (m *mailbox) run() {
+func (m *Linked) run() {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,4 +1,4 @@
-package job
+package mailbox
 
 import (
 	"sync"
@@ -99,12 +99,12 @@ func (d *heldDispatcher) runAll() {
 	}
 }
 
-// TestMailboxKeepsProtoactorsOrder: system messages before user messages, one run
+// TestLinkedKeepsProtoactorsOrder: system messages before user messages, one run
 // scheduled per busy period, suspension holds user messages (not system ones) until
 // resumed, and a handler's panic is escalated with its message and the rest still run.
-func TestMailboxKeepsProtoactorsOrder(t *testing.T) {
+func TestLinkedKeepsProtoactorsOrder(t *testing.T) {
 	inv, d := &recordingInvoker{}, &heldDispatcher{}
-	m := newMailbox()
+	m := NewLinked()
 	m.RegisterHandlers(inv, d)
 	m.Start()
 	m.PostUserMessage("u1")
@@ -135,7 +135,7 @@ func TestMailboxKeepsProtoactorsOrder(t *testing.T) {
 	d.runAll()
 	require.Equal(t, []any{"boom", "panic"}, inv.escalated)
 	require.Equal(t, []any{"u4", "u5", "u6"}, inv.got, "the run after a panic goes on with the rest")
-	mb := m.(*mailbox)
+	mb := m.(*Linked)
 	for _, q := range []*queue{&mb.user, &mb.sys} {
 		require.Nil(t, q.head.Load(), "an idle mailbox holds no node")
 		require.Nil(t, q.next)

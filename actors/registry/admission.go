@@ -43,5 +43,8 @@ func (a *Admission) Release(owner string) {
 func (a *Admission) NextID(kind string) string {
 	n := a.counters[kind] + 1
 	a.counters[kind] = n
-	return kind + "-" + strconv.FormatUint(n, 10)
+	// One allocation, the id itself (kind + "-" + FormatUint was two past 99).
+	var buf [64]byte
+	b := append(append(buf[:0], kind...), '-')
+	return string(strconv.AppendUint(b, n, 10))
 }

@@ -188,3 +188,13 @@ func TestAdmissionMatchesModel(t *testing.T) {
 		})
 	})
 }
+
+// An id costs one allocation, the string itself, at any counter value.
+func TestNextIDAllocatesOnlyTheID(t *testing.T) {
+	a := NewAdmission(10)
+	for range 1000 {
+		a.NextID("bash")
+	}
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { a.NextID("bash") }))
+	require.Equal(t, "bash-1102", a.NextID("bash")) // AllocsPerRun calls it 101 times
+}

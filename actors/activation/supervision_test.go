@@ -71,16 +71,67 @@ func waitEntry(t *testing.T, ch <-chan session.Entry, kind string) session.Entry
 	}
 }
 
+// rig is what every test here sets up: a served System, a scripted runner
+// answering by match, a faultyStore (restorePanics arms its restore panic), the
+// continuation manager (with opts) and a registered parent agent P whose notices
+// land in in.
+type rig struct {
+	sys    *troupe.System
+	logs   *troupetest.Logs
+	store  *faultyStore
+	runner *subagent.Scripted
+	m      *activation.Manager
+	parent *owner.Agent
+	in     *inbox
+}
+
+func newRig(t *testing.T, match func(subagent.Turn) (subagent.Reply, bool), restorePanics bool, opts ...activation.Option) *rig {
+	t.Helper()
+	sys, logs := troupetest.Served(t)
+	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
+	require.NoError(t, err)
+	runner := subagent.NewScripted()
+	runner.Match = match
+	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
+	require.NoError(t, err)
+	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
+	store.abortPanics.Store(restorePanics)
+	m, err := sys.StartContinuations(store, rt, runner, nil, append([]activation.Option{activation.WithLogger(slog.New(logs))}, opts...)...)
+	require.NoError(t, err)
+	in := &inbox{msgs: make(chan owner.Message, 8)}
+	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
+	require.NoError(t, err)
+	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	return &rig{sys: sys, logs: logs, store: store, runner: runner, m: m, parent: parent, in: in}
+}
+
+// notice waits for P's next settlement notice.
+func (r *rig) notice(t *testing.T) owner.Message {
+	t.Helper()
+	select {
+	case n := <-r.in.msgs:
+		return n
+	case <-time.After(budget):
+		t.Fatalf("no settlement notice; logs %v; live %d", r.logs.Lines(), r.m.Live(context.Background()))
+		return owner.Message{}
+	}
+}
+
+// ran is the input of every turn the runner was given, in order.
+func (r *rig) ran() []string {
+	var out []string
+	for _, turn := range r.runner.Turns() {
+		out = append(out, turn.Input.Text())
+	}
+	return out
+}
+
 // crashRun is the crash both restart tests drive: a child whose first turn
 // ("task") is held, two followups B and C queued behind it, and a followup "boom"
 // whose handling panics the Activation; restorePanics makes the restore's first
 // append panic as well (the restart crashes too).
 type crashRun struct {
-	sys     *troupe.System
-	logs    *troupetest.Logs
-	store   *faultyStore
-	runner  *subagent.Scripted
-	m       *activation.Manager
+	*rig
 	aborted session.Entry // the turn/aborted entry of the cut-off turn
 }
 
@@ -89,48 +140,28 @@ type crashRun struct {
 // turn recorded aborted, the notice carrying C's reply.
 func crashWhileHeld(t *testing.T, restorePanics bool) *crashRun {
 	t.Helper()
-	sys, logs := troupetest.Served(t)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	runner := subagent.NewScripted()
-	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+	r := newRig(t, func(turn subagent.Turn) (subagent.Reply, bool) {
 		if in := turn.Input.Text(); in != "task" {
 			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
 		}
 		return subagent.Reply{Block: true}, true // held until the restart cancels it
-	}
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
-	store.abortPanics.Store(restorePanics)
-	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
-	require.NoError(t, err)
-	in := &inbox{msgs: make(chan owner.Message, 8)}
-	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	}, restorePanics)
 	ctx := context.Background()
 
-	_, first, err := m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	_, first, err := r.m.Start(ctx, r.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
 	require.NoError(t, err)
-	waitEntry(t, store.appended, session.EntryTurnStart) // the first turn is in flight (held)
+	waitEntry(t, r.store.appended, session.EntryTurnStart) // the first turn is in flight (held)
 	for _, text := range []string{"B", "C"} {
-		_, err := m.Followup(ctx, parent, "c", text, session.Source{Kind: "coordinator"})
+		_, err := r.m.Followup(ctx, r.parent, "c", text, session.Source{Kind: "coordinator"})
 		require.NoError(t, err)
 	}
-	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
+	_, err = r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
 	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
 
-	aborted := waitEntry(t, store.appended, session.EntryTurnAborted)
+	aborted := waitEntry(t, r.store.appended, session.EntryTurnAborted)
 	require.Equal(t, first, aborted.InboxID)
-	select {
-	case n := <-in.msgs:
-		require.Equal(t, []string{"Its closing message:", "c done"}, n.More)
-	case <-time.After(budget):
-		snap, _ := store.Load(ctx, "c")
-		t.Fatalf("no settlement notice; logs %v; log %+v; live %d", logs.Lines(), snap.Log, m.Live(ctx))
-	}
-	return &crashRun{sys: sys, logs: logs, store: store, runner: runner, m: m, aborted: aborted}
+	require.Equal(t, []string{"Its closing message:", "c done"}, r.notice(t).More)
+	return &crashRun{rig: r, aborted: aborted}
 }
 
 // requireRestored checks the child's log after the crash: the given epoch, the
@@ -193,55 +224,31 @@ func TestActivationPanicInItsRestoreRestartsAgain(t *testing.T) {
 // in the suites a disposal step or agentGone — and the child never ran it, or
 // never settled.)
 func TestActivationRestoreThatPanicsLosesNoQueuedMessage(t *testing.T) {
-	sys, logs := troupetest.Served(t)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
 	release := make(chan struct{})
-	runner := subagent.NewScripted()
-	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+	r := newRig(t, func(turn subagent.Turn) (subagent.Reply, bool) {
 		if in := turn.Input.Text(); in != "task" {
 			return subagent.Reply{Text: strings.ToLower(in) + " done"}, true
 		}
 		<-release // ignores the cancellation: the restart waits for it (RestartGrace)
 		return subagent.Reply{Block: true}, true
-	}
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
-	store.abortPanics.Store(true)
-	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)),
-		func(d *activation.Deps) { d.RestartGrace = time.Hour })
-	require.NoError(t, err)
-	in := &inbox{msgs: make(chan owner.Message, 8)}
-	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	}, true, func(d *activation.Deps) { d.RestartGrace = time.Hour })
 	ctx := context.Background()
 
-	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	_, _, err := r.m.Start(ctx, r.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
 	require.NoError(t, err)
-	waitEntry(t, store.appended, session.EntryTurnStart)
-	_, err = m.Followup(ctx, parent, "c", "boom", session.Source{Kind: "coordinator"})
+	waitEntry(t, r.store.appended, session.EntryTurnStart)
+	_, err = r.m.Followup(ctx, r.parent, "c", "boom", session.Source{Kind: "coordinator"})
 	require.Equal(t, activation.CodeActivationFailed, messages.CodeOf(err), "%v", err)
 	// The crashed Activation is suspended until its cut-off turn returns: D waits in
 	// its mailbox, and the first restore panics when the turn is released.
-	require.True(t, m.DeliverToActivation("c", owner.Message{ID: "d-1", Role: "user", Text: "D",
+	require.True(t, r.m.DeliverToActivation("c", owner.Message{ID: "d-1", Role: "user", Text: "D",
 		Source: owner.Source{Kind: "coordinator"}}))
 	close(release)
 
-	select {
-	case n := <-in.msgs:
-		require.Equal(t, []string{"Its closing message:", "d done"}, n.More)
-	case <-time.After(budget):
-		t.Fatalf("no settlement notice; logs %v; live %d", logs.Lines(), m.Live(ctx))
-	}
-	require.False(t, store.abortPanics.Load(), "the first restore panicked")
-	require.True(t, logs.Contains("store exploded while restoring"), "%v", logs.Lines())
-	var ran []string
-	for _, turn := range runner.Turns() {
-		ran = append(ran, turn.Input.Text())
-	}
-	require.Equal(t, []string{"task", "D"}, ran, "D, queued during the crash, ran once after the second restore")
+	require.Equal(t, []string{"Its closing message:", "d done"}, r.notice(t).More)
+	require.False(t, r.store.abortPanics.Load(), "the first restore panicked")
+	require.True(t, r.logs.Contains("store exploded while restoring"), "%v", r.logs.Lines())
+	require.Equal(t, []string{"task", "D"}, r.ran(), "D, queued during the crash, ran once after the second restore")
 }
 
 // A cold restore records its followup's turn start in the commit that accepts it
@@ -250,51 +257,24 @@ func TestActivationRestoreThatPanicsLosesNoQueuedMessage(t *testing.T) {
 // the crash, since it never ran — and the turn start is in the log once. (Logged
 // aborted, the accepted message would never run.)
 func TestColdRestoreCrashBeforeItsRecordedTurnRunsIt(t *testing.T) {
-	sys, logs := troupetest.Served(t)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	runner := subagent.NewScripted()
-	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
+	r := newRig(t, func(turn subagent.Turn) (subagent.Reply, bool) {
 		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
-	}
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
-	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)))
-	require.NoError(t, err)
-	in := &inbox{msgs: make(chan owner.Message, 8)}
-	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
+	}, false)
 	ctx := context.Background()
-	notice := func() owner.Message {
-		t.Helper()
-		select {
-		case n := <-in.msgs:
-			return n
-		case <-time.After(budget):
-			t.Fatalf("no settlement notice; logs %v", logs.Lines())
-			return owner.Message{}
-		}
-	}
 
-	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	_, _, err := r.m.Start(ctx, r.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"Its closing message:", "task done"}, notice().More)
+	require.Equal(t, []string{"Its closing message:", "task done"}, r.notice(t).More)
 
 	restore := fault.Install(fault.New(1, fault.PointPercent(activation.PointActivationRecordedCrash, 100)))
-	msgID, err := m.Followup(ctx, parent, "c", "again", session.Source{Kind: "coordinator"})
+	msgID, err := r.m.Followup(ctx, r.parent, "c", "again", session.Source{Kind: "coordinator"})
 	require.NoError(t, err, "answered before the crash")
-	require.Equal(t, []string{"Its closing message:", "again done"}, notice().More, "the restarted Activation ran the turn")
+	require.Equal(t, []string{"Its closing message:", "again done"}, r.notice(t).More, "the restarted Activation ran the turn")
 	restore()
-	require.True(t, logs.Contains("planted crash after a cold restore's answer"), "%v", logs.Lines())
+	require.True(t, r.logs.Contains("planted crash after a cold restore's answer"), "%v", r.logs.Lines())
 
-	var ran []string
-	for _, turn := range runner.Turns() {
-		ran = append(ran, turn.Input.Text())
-	}
-	require.Equal(t, []string{"task", "again"}, ran)
-	snap, err := store.Load(ctx, "c")
+	require.Equal(t, []string{"task", "again"}, r.ran())
+	snap, err := r.store.Load(ctx, "c")
 	require.NoError(t, err)
 	var kinds []string
 	for _, e := range snap.Log {
@@ -311,53 +291,29 @@ func TestColdRestoreCrashBeforeItsRecordedTurnRunsIt(t *testing.T) {
 // left it — so it is resolved: no Activation is left, and the next followup
 // restores the child and runs alone, the refused message not run.
 func TestColdRestoreWhoseAgentFailsLogsItsRecordedTurnAborted(t *testing.T) {
-	sys, logs := troupetest.Served(t)
-	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
-	require.NoError(t, err)
-	runner := subagent.NewScripted()
-	runner.Match = func(turn subagent.Turn) (subagent.Reply, bool) {
-		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
-	}
-	_, err = rt.RegisterProvider(t.Context(), sys.Scope(), subagent.NewSpawn(sys.Actors(), runner))
-	require.NoError(t, err)
-	store := &faultyStore{Memory: session.NewMemory(), appended: make(chan session.Entry, 256)}
 	var refuse atomic.Bool
-	m, err := sys.StartContinuations(store, rt, runner, nil, activation.WithLogger(slog.New(logs)),
-		func(d *activation.Deps) {
-			newAgent := d.NewAgent
-			d.NewAgent = func(id string, inbox owner.Surface) (*owner.Agent, error) {
-				if refuse.CompareAndSwap(true, false) {
-					return nil, messages.Errorf("TEST_REFUSED", "agent refused")
-				}
-				return newAgent(id, inbox)
+	r := newRig(t, func(turn subagent.Turn) (subagent.Reply, bool) {
+		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
+	}, false, func(d *activation.Deps) {
+		newAgent := d.NewAgent
+		d.NewAgent = func(id string, inbox owner.Surface) (*owner.Agent, error) {
+			if refuse.CompareAndSwap(true, false) {
+				return nil, messages.Errorf("TEST_REFUSED", "agent refused")
 			}
-		})
-	require.NoError(t, err)
-	in := &inbox{msgs: make(chan owner.Message, 8)}
-	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
-	ctx := context.Background()
-	notice := func() owner.Message {
-		t.Helper()
-		select {
-		case n := <-in.msgs:
-			return n
-		case <-time.After(budget):
-			t.Fatalf("no settlement notice; logs %v", logs.Lines())
-			return owner.Message{}
+			return newAgent(id, inbox)
 		}
-	}
+	})
+	ctx := context.Background()
 
-	_, _, err = m.Start(ctx, parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	_, _, err := r.m.Start(ctx, r.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"Its closing message:", "task done"}, notice().More)
+	require.Equal(t, []string{"Its closing message:", "task done"}, r.notice(t).More)
 
 	refuse.Store(true)
-	_, err = m.Followup(ctx, parent, "c", "refused", session.Source{Kind: "coordinator"})
+	_, err = r.m.Followup(ctx, r.parent, "c", "refused", session.Source{Kind: "coordinator"})
 	require.Equal(t, messages.Code("TEST_REFUSED"), messages.CodeOf(err), "%v", err)
-	require.Zero(t, m.Live(ctx), "no Activation is left")
-	snap, err := store.Load(ctx, "c")
+	require.Zero(t, r.m.Live(ctx), "no Activation is left")
+	snap, err := r.store.Load(ctx, "c")
 	require.NoError(t, err)
 	last := snap.Inbox[len(snap.Inbox)-1]
 	require.Equal(t, "refused", last.Content[0].Text)
@@ -369,12 +325,8 @@ func TestColdRestoreWhoseAgentFailsLogsItsRecordedTurnAborted(t *testing.T) {
 	}
 	require.Equal(t, []string{session.EntryTurnStart, session.EntryTurnAborted}, kinds, "resolved: logged aborted")
 
-	_, err = m.Followup(ctx, parent, "c", "after", session.Source{Kind: "coordinator"})
+	_, err = r.m.Followup(ctx, r.parent, "c", "after", session.Source{Kind: "coordinator"})
 	require.NoError(t, err)
-	require.Equal(t, []string{"Its closing message:", "after done"}, notice().More)
-	var ran []string
-	for _, turn := range runner.Turns() {
-		ran = append(ran, turn.Input.Text())
-	}
-	require.Equal(t, []string{"task", "after"}, ran, "the refused message never ran")
+	require.Equal(t, []string{"Its closing message:", "after done"}, r.notice(t).More)
+	require.Equal(t, []string{"task", "after"}, r.ran(), "the refused message never ran")
 }

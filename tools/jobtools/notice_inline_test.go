@@ -81,13 +81,29 @@ func inlineChain(stack string) bool {
 // settlement (no worker woken for the registry or the owner actor), busy or idle
 // agent alike. Fails on a build where either hop goes through the pool.
 func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
+	stacks := make(stackSurface, 1)
+	inline := map[bool]int{}
+	noticeRounds(t, stacks, stacks, func(_ int, busy bool, stack string) {
+		if inlineChain(stack) {
+			inline[busy]++
+		}
+	})
+	t.Logf("inline deliveries of %d: busy %d, idle %d", inlineRuns, inline[true], inline[false])
+	require.Positive(t, inline[true], "no busy owner's notice ran within the job's and the registry's run")
+	require.Positive(t, inline[false], "no idle owner's notice ran within the job's and the registry's run")
+}
+
+// noticeRounds delivers inlineRuns job notices to a new agent on surface, busy and
+// idle in turn, and hands each the call stack its verb ran on (recorded into
+// stacks); every notice must come through the owner actor's lane choice, and the
+// agent must have delivered them all.
+func noticeRounds(t *testing.T, surface owner.Surface, stacks stackSurface, each func(round int, busy bool, stack string)) {
+	t.Helper()
 	sys := mountNotices(t)
 	ctx := context.Background()
-	surface := make(stackSurface, 1)
 	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(ctx, a))
-	inline := map[bool]int{}
 	for i := range inlineRuns {
 		busy := i%2 == 0
 		a.SetBusy(busy)
@@ -98,18 +114,13 @@ func TestNoticeReachesTheSurfaceWithinTheSettlementCommit(t *testing.T) {
 		require.NoError(t, err)
 		p.Settle(job.Outcome{Status: job.Completed})
 		select {
-		case stack := <-surface:
+		case stack := <-stacks:
 			require.Contains(t, stack, "owner.(*ownerActor).deliver", "through the owner actor's lane choice")
-			if inlineChain(stack) {
-				inline[busy]++
-			}
+			each(i, busy, stack)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("busy=%v: no notice", busy)
+			t.Fatalf("round %d, busy=%v: no notice", i, busy)
 		}
 	}
-	t.Logf("inline deliveries of %d: busy %d, idle %d", inlineRuns, inline[true], inline[false])
-	require.Positive(t, inline[true], "no busy owner's notice ran within the job's and the registry's run")
-	require.Positive(t, inline[false], "no idle owner's notice ran within the job's and the registry's run")
 	s, err := a.Stats(ctx)
 	require.NoError(t, err)
 	require.Equal(t, inlineRuns, s.Delivered)
@@ -128,31 +139,10 @@ func (q queuedSurface) Followup(owner.Message) error { return q.s.record() }
 // actor, not from within the settlement commit. Fails when the owner actors'
 // mailbox runs a notice inline whatever the surface.
 func TestNoticeToASurfaceThatMayBlockRunsOnAWorker(t *testing.T) {
-	sys := mountNotices(t)
-	ctx := context.Background()
-	surface := queuedSurface{make(stackSurface, 1)}
-	a, err := sys.NewAgent(nil, "alice", owner.Options{Surface: surface})
-	require.NoError(t, err)
-	require.NoError(t, sys.Jobs().RegisterAgent(ctx, a))
-	for i := range inlineRuns {
-		a.SetBusy(i%2 == 0)
-		_, err := a.Stats(ctx)
-		require.NoError(t, err)
-		p := troupetest.NewProducer()
-		_, err = sys.Jobs().Start(ctx, p.Spec(a))
-		require.NoError(t, err)
-		p.Settle(job.Outcome{Status: job.Completed})
-		select {
-		case stack := <-surface.s:
-			require.Contains(t, stack, "owner.(*ownerActor).deliver", "through the owner actor's lane choice")
-			require.NotContains(t, stack, "registry.(*registryActor).commitSettlement", "round %d: run within the registry's commit", i)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: no notice", i)
-		}
-	}
-	s, err := a.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, inlineRuns, s.Delivered)
+	stacks := make(stackSurface, 1)
+	noticeRounds(t, queuedSurface{stacks}, stacks, func(round int, _ bool, stack string) {
+		require.NotContains(t, stack, "registry.(*registryActor).commitSettlement", "round %d: run within the registry's commit", round)
+	})
 }
 
 // panicHandler is a slog handler that panics: an owner whose delivery failure is

@@ -23,6 +23,8 @@ type poolStore struct {
 	*session.Memory
 	mu    sync.Mutex
 	calls map[string]bool // call -> every one ran on a pool worker
+	// appended is signalled after each Append has been noted.
+	appended chan struct{}
 }
 
 func (s *poolStore) note(call string) {
@@ -43,6 +45,10 @@ func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.Inbox
 
 func (s *poolStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {
 	s.note("Append")
+	select {
+	case s.appended <- struct{}{}:
+	default: // one signal is enough: the test waits for the first
+	}
 	return s.Memory.Append(ctx, id, epoch, entries...)
 }
 
@@ -54,10 +60,11 @@ func (r startedRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subagen
 }
 
 // A cold followup's store calls run on the System's pool, in the directory
-// (ResumeAccept) and in the Activation (the turn start's Append): neither actor
+// (ResumeAccept, which also records a lone followup's turn start) and in the
+// Activation (the turn end's Append, after its RunTurn returned): neither actor
 // runs on a fresh goroutine per mailbox run, whose stack grows for every store call.
 func TestContinuationsRunOnTheSystemPool(t *testing.T) {
-	store := &poolStore{Memory: session.NewMemory(), calls: map[string]bool{}}
+	store := &poolStore{Memory: session.NewMemory(), calls: map[string]bool{}, appended: make(chan struct{}, 1)}
 	runner := make(startedRunner, 4)
 	_, m, parent := troupetest.Continuations(t, store, runner)
 
@@ -69,7 +76,8 @@ func TestContinuationsRunOnTheSystemPool(t *testing.T) {
 	_, err = m.Followup(t.Context(), parent, "c", "x",
 		session.Source{Kind: "coordinator", Form: "relay", SenderSessionID: "P"})
 	require.NoError(t, err)
-	<-runner // the turn started: its start was appended first
+	<-runner         // the turn started (its start was in ResumeAccept's commit)
+	<-store.appended // and its end was appended
 
 	store.mu.Lock()
 	defer store.mu.Unlock()

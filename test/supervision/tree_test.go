@@ -72,6 +72,9 @@ func TestOwnerCrashTearsItsJobsDown(t *testing.T) {
 	w := newWorld(t, harness.Seed(t))
 	bystander := w.agent("bob")
 	keep := w.start(killable(), bystander)
+	// An owner reports its spawn from its own first run (its ownerInit is queued,
+	// not handled within NewAgent): wait for it, or the snapshot may predate it.
+	require.Equal(t, supervision.Spawned, w.f.nth(ownerRef(bystander), 0).Kind)
 	a := w.agent("carol")
 	var jobs []supervision.Ref
 	for range 3 {
@@ -93,7 +96,13 @@ func TestOwnerCrashTearsItsJobsDown(t *testing.T) {
 	_, ok := snap.Node(jobRef(keep))
 	require.True(t, ok, "another owner's job is untouched")
 	_, ok = snap.Node(ownerRef(bystander))
-	require.True(t, ok)
+	require.True(t, ok, "and so is its owner")
+	for _, e := range w.f.events {
+		if e.Node == ownerRef(bystander) || e.Node == jobRef(keep) {
+			require.NotEqual(t, supervision.Stopped, e.Kind, "%s", e)
+			require.NotEqual(t, supervision.Settled, e.Kind, "%s", e)
+		}
+	}
 	require.Nil(t, w.sys.Jobs().RegisteredAgent(context.Background(), "carol"), "the crashed incarnation left the agent registry")
 	w.gone()
 	w.noRejections()

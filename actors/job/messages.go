@@ -105,6 +105,16 @@ type StopRequested struct {
 	Settled  *Settled
 }
 
+// HandledBySender makes StopRequested an internal/mailbox Inline message, as
+// Settled is: sent to an idle registry, the job actor's goroutine runs the
+// registry's step itself (the stop's commit, the settlement riding with it, the
+// kill's answer; none of them blocks). A landed kill then wakes no registry
+// worker, and the settlement's poison of this actor is queued to its own running
+// mailbox, so the actor stops in the run it is in instead of in a run of its own
+// on another worker, beside the killer's next request (issue 15: kill→settled's
+// tail; that run and its hand-offs were what the slowest kills had in them).
+func (*StopRequested) HandledBySender() {}
+
 // Settled hands a settled job to the registry, which commits the record, releases
 // Waiters with the settled snapshot, and calls the observers. From then on the
 // registry answers for the job; the job actor forwards what it still receives.

@@ -33,19 +33,47 @@ type record struct {
 
 func (r *record) live() bool { return r.pid != nil }
 
+// snapshot returns a fresh snapshot of the record, in one allocation: a settled
+// one (or one with a detail) is allocated together with the copies of its finish
+// time and detail that its presence-tracked fields point to (there were up to
+// three allocations; a kill → settled takes two settled snapshots, the waiter's
+// and the listener's). The interior pointers keep the whole box alive while any
+// of them is held.
 func (r *record) snapshot() *messages.JobSnapshot {
+	var s *messages.JobSnapshot
 	var detail *string
 	var finished *int64
-	if r.hasDetail {
-		d := r.detail
-		detail = &d
+	switch {
+	case r.hasDetail:
+		b := &detailSnapshot{detail: r.detail, finished: r.finishedAt}
+		s, detail, finished = &b.snap, &b.detail, &b.finished
+	case r.status.Terminal():
+		b := &settledSnapshot{finished: r.finishedAt}
+		s, finished = &b.snap, &b.finished
+	default:
+		s = &messages.JobSnapshot{}
 	}
-	if r.status.Terminal() {
-		f := r.finishedAt
-		finished = &f
+	if !r.status.Terminal() {
+		finished = nil
 	}
-	return r.Snapshot(r.status, detail, finished, r.reported)
+	r.Fill(s, r.status, detail, finished, r.reported)
+	return s
 }
+
+// settledSnapshot and detailSnapshot are a snapshot with the values its
+// FinishedAt (and Detail) point to (160 and 176 B size classes; a snapshot alone
+// is 144 B).
+type (
+	settledSnapshot struct {
+		snap     messages.JobSnapshot
+		finished int64
+	}
+	detailSnapshot struct {
+		snap     messages.JobSnapshot
+		detail   string
+		finished int64
+	}
+)
 
 func (r *record) ownerKey() string {
 	if r.owner == nil {

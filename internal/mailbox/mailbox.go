@@ -99,9 +99,9 @@ func (m *Mailbox) PostUserMessage(message any) {
 // takes whatever else is posted meanwhile. Posted while a run is scheduled or
 // running, the message is queued as any other (and a Linked mailbox never runs one inline).
 // Only a message whose handling never blocks may be Inline: the sender waits for
-// the run. Two are: a job actor's job.Settled to the registry, and the registry's
-// job notice to an owner actor (deliver.Notice) whose surface is an
-// owner.InlineSurface (the other owner actors have a Linked mailbox).
+// the run. Three are: a job actor's job.Settled and job.StopRequested to the
+// registry, and the registry's job notice to an owner actor (deliver.Notice) whose
+// surface is an owner.InlineSurface (the other owner actors have a Linked mailbox).
 type Inline interface{ HandledBySender() }
 
 // PostSystemMessage queues a system message and schedules a run if none is.

@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"os"
 	"runtime/metrics"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,11 +103,33 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 			}
 			ids = append(ids, id)
 		}
+		// Start returns once the job is registered; what the start set going
+		// meanwhile is the start's work, not the kill's, and must not run inside the
+		// timed kills: the job actors' first runs (Started: the OnSettle
+		// subscription, or the Done channel's watch) and the supervision
+		// inspector's bookkeeping of the 256 JobSpawned events (a tree entry per
+		// job). Without this wait the first kills after a refill ran behind them
+		// (the first kill was 5× as likely as any other to be in the slowest 1%,
+		// and allocs/op counted the inspector's). Waiters is answered by each job's
+		// actor, so after it every actor has started; the inspector's Stats is
+		// answered after the events queued before it.
+		for _, id := range ids {
+			if _, err := jobs.Waiters(context.Background(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := r.sys.Tree().Stats(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 	}
 	refill()
 	ctx := context.Background()
 	var lat []time.Duration
 	var runs runsMeter
+	var tail *tailProbe
+	if os.Getenv("TROUPE_BENCH_KILL_TAIL") != "" {
+		tail = &tailProbe{}
+	}
 	b.ReportAllocs()
 	runs.start()
 	ran := 0
@@ -119,6 +145,7 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 		ran++
 		id := ids[len(ids)-1]
 		ids = ids[:len(ids)-1]
+		tail.before(ran - 1)
 		t0 := time.Now()
 		res, _, err := jobs.Kill(ctx, id, registry.NoCaller, registry.KillOptions{})
 		if err != nil || res != messages.KillResult_KILL_RESULT_REQUESTED {
@@ -129,10 +156,12 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 			b.Fatalf("await %s: %v, %v", id, snap, err)
 		}
 		lat = append(lat, time.Since(t0))
+		tail.after(lat[len(lat)-1])
 		<-r.done // the listener fired before AwaitSettled was answered
 	}
 	runs.stop(ran)
 	b.StopTimer()
+	tail.report(b)
 	reportLatency(b, lat)
 	runs.report(b)
 	for _, id := range ids { // the pool's rest: settle it before shutdown
@@ -143,6 +172,88 @@ func killToSettled(b *testing.B, run func() (job.Hooks, error)) {
 	for range ids {
 		<-r.done
 	}
+}
+
+// tailProbe (TROUPE_BENCH_KILL_TAIL=1) records, for every timed kill, what else
+// happened during it — the process's involuntary context switches (a thread
+// preempted by the kernel: other processes' load), its voluntary ones (a runtime
+// thread parked and woken: work spread onto another P), a GC cycle ended, the
+// goroutine runs, the kill's position after a refill — and logs how the slowest
+// 1% compare with all kills. It costs two getrusage calls and two metric reads
+// per kill, so the figures of a run with it are not the benchmark's.
+type tailProbe struct {
+	samples []tailSample
+	cur     tailSample
+	ru      syscall.Rusage
+	gc      uint64
+	runs    float64
+}
+
+type tailSample struct {
+	d                   time.Duration
+	pos                 int
+	involuntary, parked int64
+	gc                  bool
+	runs                float64
+}
+
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func (p *tailProbe) before(pos int) {
+	if p == nil {
+		return
+	}
+	p.cur = tailSample{pos: pos}
+	p.gc, p.runs = gcCycles(), schedRuns()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &p.ru)
+}
+
+func (p *tailProbe) after(d time.Duration) {
+	if p == nil {
+		return
+	}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	p.cur.d = d
+	p.cur.involuntary, p.cur.parked = ru.Nivcsw-p.ru.Nivcsw, ru.Nvcsw-p.ru.Nvcsw
+	p.cur.gc, p.cur.runs = gcCycles() != p.gc, schedRuns()-p.runs
+	p.samples = append(p.samples, p.cur)
+}
+
+func (p *tailProbe) report(b *testing.B) {
+	if p == nil || len(p.samples) < 100 {
+		return
+	}
+	share := func(s []tailSample) string {
+		var inv, park, gc, first int
+		var runs float64
+		for _, x := range s {
+			switch {
+			case x.involuntary > 0:
+				inv++
+			case x.parked > 0:
+				park++
+			}
+			if x.gc {
+				gc++
+			}
+			if x.pos < 8 {
+				first++
+			}
+			runs += x.runs
+		}
+		n := float64(len(s))
+		return fmt.Sprintf("%d kills: preempted %.1f%%, else a thread parked %.1f%%, a GC cycle ended %.1f%%, among the first 8 after a refill %.1f%%, %.2f goroutine runs/kill",
+			len(s), 100*float64(inv)/n, 100*float64(park)/n, 100*float64(gc)/n, 100*float64(first)/n, runs/n)
+	}
+	all := slices.Clone(p.samples)
+	slices.SortFunc(all, func(x, y tailSample) int { return cmp.Compare(x.d, y.d) })
+	b.Logf("kill tail: all %s", share(all))
+	b.Logf("kill tail: slowest 1%% (≥ %v) %s", all[len(all)*99/100].d, share(all[len(all)*99/100:]))
 }
 
 // reportLatency reports the mean and the 99th percentile of lat (nearest rank).

@@ -128,3 +128,50 @@ func TestCancelNonBlockingWithoutOutcomeLeavesTheJobStopping(t *testing.T) {
 	require.Equal(t, job.Killed, settled.Status)
 	require.Equal(t, "at last", settled.GetDetail())
 }
+
+// stopCommitRounds is how many kills TestLandedKillCommitsOnTheJobActor makes: a
+// registry still finishing the run that routed the kill takes the job actor's
+// StopRequested in that run, on the pool, so under load one round may miss the
+// inline path; every round checks the kill's results.
+const stopCommitRounds = 20
+
+// A landed kill whose settlement rides with the stop (a non-blocking Cancel that
+// settles) is committed by the job actor's own run when the registry is idle
+// (job.StopRequested is an internal/mailbox Inline message): the onJobDone
+// listener, called by the commit, runs under the job actor's cancelReturned. The
+// results are those of the pool path: requested with the stopping snapshot, the
+// record killed when Kill returns, onJobDone once per job. Fails with a
+// StopRequested that is queued for a registry worker.
+func TestLandedKillCommitsOnTheJobActor(t *testing.T) {
+	sys, _ := troupetest.Served(t)
+	jobs := sys.Jobs()
+	stacks := make(chan string, stopCommitRounds)
+	_, err := jobs.OnJobDone(ctx(t), sys.Scope(), func(*messages.JobSnapshot, registry.Owner) {
+		buf := make([]byte, 32<<10)
+		stacks <- string(buf[:runtime.Stack(buf, false)])
+	})
+	require.NoError(t, err)
+	inline := 0
+	for i := range stopCommitRounds {
+		id := start(t, sys, job.Spec{Kind: "bash", Label: "quick", Run: func() (job.Hooks, error) {
+			var s job.Settler
+			return job.Hooks{OnSettle: s.OnSettle, CancelNonBlocking: true, Cancel: func(string) error {
+				s.Settle(job.Outcome{Status: job.Killed})
+				return nil
+			}}, nil
+		}})
+		res, snap, err := jobs.Kill(ctx(t), id, registry.NoCaller, registry.KillOptions{})
+		require.NoError(t, err)
+		require.Equal(t, messages.KillResult_KILL_RESULT_REQUESTED, res)
+		require.Equal(t, job.Stopping, snap.Status, "round %d: the kill's snapshot is the one its stop committed", i)
+		require.Equal(t, job.Killed, get(t, sys, id, "").Status, "round %d: committed before the kill was answered", i)
+		stack := <-stacks
+		require.Contains(t, stack, "(*registryActor).stopRequested", "round %d: committed with the stop", i)
+		if strings.Contains(stack, "(*jobActor).cancelReturned") {
+			inline++
+		}
+	}
+	require.Empty(t, stacks, "onJobDone fired once per job")
+	t.Logf("commits on the job actor's run: %d of %d", inline, stopCommitRounds)
+	require.Positive(t, inline, "no landed kill was committed by the job actor's run")
+}

@@ -174,6 +174,10 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s.tree = tree
+	// A request to the idle registry is run by its caller (registry.Config.CallerRuns)
+	// only on troupe's own pool, which promises nothing about which goroutine runs
+	// an actor; any other dispatcher (a seeded schedule) runs every request itself.
+	_, callerRuns := cfg.Dispatcher.(*PoolDispatcher)
 	jobs, err := registry.Spawn(s.actors, registry.Config{
 		MaxConcurrentJobsPerOwner: int(limit),
 		RootScope:                 s.root,
@@ -185,6 +189,7 @@ func New(cfg Config) (*System, error) {
 		SettleTimeout:             cfg.SettleTimeout,
 		AfterFunc:                 cfg.AfterFunc,
 		Retention:                 cfg.Retention,
+		CallerRuns:                callerRuns,
 	}, s.stopped)
 	if err != nil {
 		_ = tree.Stop(context.Background())

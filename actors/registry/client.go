@@ -36,12 +36,13 @@ type Client struct {
 	stopped <-chan struct{}
 	tokens  atomic.Uint64
 	calls   sync.Pool // answered startCalls, reused by Start
+	runs    byCaller  // Config.CallerRuns: requests are run by their callers when the registry is idle
 }
 
 // Spawn starts the registry actor. stopped must be closed once the actor system
 // no longer runs it, so no caller waits forever on a reply that cannot come.
 func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Client, error) {
-	c := &Client{root: system.Root, stopped: stopped}
+	c := &Client{root: system.Root, stopped: stopped, runs: byCaller(cfg.CallerRuns)}
 	// The registry supervises its job actors itself (registryActor.HandleFailure).
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
 		actor.WithGuardian(supervision.RegistryStrategy()), actor.WithMailbox(mailbox.Producer))
@@ -90,13 +91,20 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 }
 
 // awaitYielding is await for a reply the registry usually has ready within one
-// handler run (a live read): it first yields the processor once, so that the
-// registry's worker, which the request just made runnable on this processor, runs
-// the request and sends the reply into ch's buffer while no one waits on ch — no
+// handler run (a live read). A request the caller ran itself (Config.CallerRuns,
+// the registry idle) has its reply in ch already: it is taken at once. Otherwise
+// it first yields the processor once, so that the worker the request just made
+// runnable on this processor (the registry's, or the job actor's a read was routed
+// to) runs it and sends the reply into ch's buffer while no one waits on ch — no
 // park of the caller, no wake of it — and takes that reply; if it is not there yet
 // (the worker runs elsewhere, or the registry is busy), it waits as await does.
 // The yield only changes when the caller runs, never what it receives.
 func awaitYielding[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+	}
 	runtime.Gosched()
 	select {
 	case v := <-ch:
@@ -116,7 +124,7 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 	call, _ := c.calls.Get().(*startCall)
 	if call == nil {
 		reply := make(chan startRes, 1)
-		call = &startCall{req: startReq{reply: reply}, reply: reply}
+		call = &startCall{req: startReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.spec = spec
 	c.root.Send(c.pid, &call.req)
@@ -153,7 +161,7 @@ func (c *Client) Get(ctx context.Context, id string, caller Caller) (*messages.J
 		return nil, job.Aborted(ctx)
 	}
 	reply := make(chan getRes, 1)
-	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply})
+	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply, byCaller: c.runs})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, err
@@ -171,7 +179,7 @@ func (c *Client) AwaitSettled(ctx context.Context, id string, caller Caller) (*m
 	call, _ := c.settles.Get().(*settleCall)
 	if call == nil {
 		reply := make(chan getRes, 1)
-		call = &settleCall{req: observeReq{reply: reply}, reply: reply}
+		call = &settleCall{req: observeReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.id, call.req.caller = id, caller
 	c.root.Send(c.pid, &call.req)
@@ -204,7 +212,7 @@ func (c *Client) Record(ctx context.Context, id string, caller Caller) (*job.Rec
 		return nil, nil, job.Aborted(ctx)
 	}
 	reply := make(chan recordRes, 1)
-	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply})
+	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply, byCaller: c.runs})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, nil, err
@@ -230,7 +238,7 @@ func (c *Client) List(ctx context.Context, caller Caller) ([]*messages.JobSnapsh
 // commit made before it was called (SPEC §1.3 rule 12).
 func (c *Client) ListAsync(caller Caller) <-chan ListResult {
 	reply := make(chan ListResult, 1)
-	c.root.Send(c.pid, &listReq{caller: caller, reply: reply})
+	c.root.Send(c.pid, &listReq{caller: caller, reply: reply, byCaller: c.runs})
 	return reply
 }
 
@@ -245,7 +253,7 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 	}
 	call, _ := c.reads.Get().(*readCall)
 	if call == nil {
-		call = newReadCall()
+		call = newReadCall(c.runs)
 	}
 	call.as.caller = caller
 	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
@@ -277,9 +285,9 @@ type readCall struct {
 	reply chan job.ReadResult
 }
 
-func newReadCall() *readCall {
+func newReadCall(runs byCaller) *readCall {
 	call := &readCall{reply: make(chan job.ReadResult, 1)}
-	call.as.msg = &call.read
+	call.as.msg, call.as.byCaller = &call.read, runs
 	return call
 }
 
@@ -303,7 +311,7 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 	}
 	call, _ := c.kills.Get().(*killCall)
 	if call == nil {
-		call = newKillCall()
+		call = newKillCall(c.runs)
 	}
 	call.as.caller = caller
 	call.kill = job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: call.reply}
@@ -334,9 +342,9 @@ type killCall struct {
 	reply chan job.KillResult
 }
 
-func newKillCall() *killCall {
+func newKillCall(runs byCaller) *killCall {
 	call := &killCall{reply: make(chan job.KillResult, 1)}
-	call.as.msg = &call.kill
+	call.as.msg, call.as.byCaller = &call.kill, runs
 	return call
 }
 
@@ -349,14 +357,14 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 	defer cancel()
 	reply := make(chan job.WaitResult, 1)
 	token := c.tokens.Add(1)
-	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Wait{ID: id, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply}})
+	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Wait{ID: id, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply}, byCaller: c.runs})
 	select {
 	case res := <-reply:
 		return res.Snapshot, res.Err
 	case <-c.stopped:
 		return nil, stoppedErr()
 	case <-wctx.Done():
-		c.root.Send(c.pid, &asCaller{msg: &job.WaitEnd{ID: id, Token: token}})
+		c.root.Send(c.pid, &asCaller{msg: &job.WaitEnd{ID: id, Token: token}, byCaller: c.runs})
 	}
 	// The job actor answers a WaitEnd in its next message (it never waits on a
 	// producer hook), so this wait is short; ctx has ended, so it is not bounded by it.
@@ -373,7 +381,7 @@ func (c *Client) Waiters(ctx context.Context, id string) (int, error) {
 		return 0, job.Aborted(ctx)
 	}
 	reply := make(chan int, 1)
-	c.root.Send(c.pid, &asCaller{msg: &job.CountWaiters{ID: id, Reply: reply}})
+	c.root.Send(c.pid, &asCaller{msg: &job.CountWaiters{ID: id, Reply: reply}, byCaller: c.runs})
 	return await(ctx, c, reply)
 }
 

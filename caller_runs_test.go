@@ -24,12 +24,12 @@ func inClientCall(method string) bool {
 	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "registry.(*Client)."+method+"(")
 }
 
-// callerRuns starts and reads rounds stream jobs on sys and counts the starts
-// whose producer Run, and the reads whose ReadOutput, ran inside the Client's call.
-func callerRuns(t *testing.T, sys *troupe.System, rounds int) (starts, reads int32) {
+// callerRuns starts and reads rounds stream jobs on sys with ctx and counts the
+// starts whose producer Run, and the reads whose ReadOutput, ran inside the
+// Client's call.
+func callerRuns(t *testing.T, sys *troupe.System, ctx context.Context, rounds int) (starts, reads int32) {
 	t.Helper()
 	var s, r atomic.Int32
-	ctx := context.Background()
 	for range rounds {
 		id, err := sys.Jobs().Start(ctx, job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) {
 			if inClientCall("Start") {
@@ -57,15 +57,21 @@ func callerRuns(t *testing.T, sys *troupe.System, rounds int) (starts, reads int
 }
 
 // On the System's own PoolDispatcher, a Start or a Read made while the registry is
-// idle is run by its caller (registry.Config.CallerRuns): the producer's Run and
-// ReadOutput run inside the Client's call. Some rounds may find the registry still
-// finishing an earlier run (the job actor's start reaches it), and are queued.
+// idle, with a ctx that can never end, is run by its caller
+// (registry.Config.CallerRuns): the producer's Run and ReadOutput run inside the
+// Client's call. Some rounds may find the registry still finishing an earlier run
+// (the job actor's start reaches it), and are queued. With a ctx that can end,
+// neither is: a misbehaving producer's blocking hook must not keep that caller
+// from returning at the ctx's end (TestNoHang_AbortedStartsLateAnswerIsNotTheNextStarts).
 func TestRequestsToTheIdleRegistryRunOnTheCaller(t *testing.T) {
 	sys, _ := troupetest.Served(t, func(c *troupe.Config) { l := int64(64); c.MaxConcurrentJobsPerOwner = &l })
-	starts, reads := callerRuns(t, sys, 20)
+	starts, reads := callerRuns(t, sys, context.Background(), 20)
 	t.Logf("of 20: starts %d, reads %d run by their caller", starts, reads)
 	require.Positive(t, starts, "no Start ran on its caller")
 	require.Positive(t, reads, "no Read ran on its caller")
+	starts, reads = callerRuns(t, sys, t.Context(), 20)
+	require.Zero(t, starts, "a Start with a ctx that can end ran its producer's Run on its caller")
+	require.Zero(t, reads, "a Read with a ctx that can end ran its producer's ReadOutput on its caller")
 }
 
 // On a seeded schedule (harness.Dispatcher) every request is run by the
@@ -81,7 +87,7 @@ func TestRequestsOnASeededScheduleRunOnItsWorker(t *testing.T) {
 		c.MaxConcurrentJobsPerOwner = &l
 		c.Dispatcher = d
 	})
-	starts, reads := callerRuns(t, sys, 20)
+	starts, reads := callerRuns(t, sys, context.Background(), 20)
 	require.Zero(t, starts, "a Start ran on its caller")
 	require.Zero(t, reads, "a Read ran on its caller")
 }

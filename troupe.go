@@ -61,7 +61,10 @@ type Config struct {
 	// Dispatcher runs every troupe actor's mailbox. nil means the System's own
 	// PoolDispatcher (closed by Shutdown); tests pass a seeded dispatcher to replay a
 	// schedule. The supervision inspector always runs on the System's pool (one
-	// worker when Dispatcher is set), never on its senders' goroutines.
+	// worker when Dispatcher is set), never on its senders' goroutines. On a
+	// PoolDispatcher (nil, or one of the embedder's), a Jobs() request made while
+	// the registry is idle is run by its caller's goroutine instead (see
+	// registry.Config.CallerRuns); any other dispatcher runs every request itself.
 	Dispatcher actor.Dispatcher
 	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
 	// (a discarding protoactor logger and a 10 ms dead-letter throttle).

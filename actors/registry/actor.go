@@ -159,14 +159,14 @@ type Config struct {
 	// Retention bounds the settled history (retention.go); the zero value keeps
 	// every settled record until its owner's teardown (SPEC's semantics).
 	Retention Retention
-	// CallerRuns lets the Client's requests (read, kill, wait, start, get, list,
-	// record, AwaitSettled) run on their caller's goroutine when the registry is
+	// CallerRuns lets the Client's requests (kill, wait, get, list, record,
+	// AwaitSettled; a start or a read when its ctx can never end, see
+	// Client.runsProducer) run on their caller's goroutine when the registry is
 	// idle (internal/mailbox Inline: the caller handles its own request, and only
 	// it, and finds the reply in its channel — no worker woken, no wake of the
-	// caller). The registry's handlers never block and a producer's Run and
-	// ReadOutput never block (SPEC §1.3 rule 9), so the caller waits no longer than
-	// for the reply. troupe sets it when the registry runs on its PoolDispatcher;
-	// off, every request is run by Dispatcher, as a seeded schedule
+	// caller). The registry's handlers never block, so the caller waits no longer
+	// than for the reply. troupe sets it when the registry runs on a
+	// PoolDispatcher; off, every request is run by Dispatcher, as a seeded schedule
 	// (harness.Dispatcher) needs: it decides where and when every run happens.
 	CallerRuns bool
 }

@@ -26,7 +26,13 @@ import (
 // already sent may still take effect after an abort unless its method says
 // otherwise. Methods that wait for a reply must not be called from an observer
 // (JobDoneFunc, JobsChangedFunc), which runs on the registry itself; use ListAsync
-// there.
+// there. With Config.CallerRuns, a request made while the registry is idle is
+// handled on the caller's goroutine before the method waits (its own request only,
+// never another caller's): the handler's work is the registry's usual step, which
+// never blocks, so the caller waits no longer than it would for the reply. A Start
+// or Read, whose step calls a producer's hook, is run so only for a ctx that can
+// never end (runsProducer): a misbehaving producer's blocking hook must not keep a
+// caller whose ctx ended from returning.
 type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
@@ -90,6 +96,19 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 	}
 }
 
+// runsProducer reports whether a request whose handler calls a producer's hook
+// (a start's Run, a stream read's ReadOutput) may be run by its caller: only when
+// the registry lets callers run requests (Config.CallerRuns) and ctx can never end.
+// Those hooks never block (SPEC §1.3 rule 9), but a misbehaving producer's may, and
+// a caller whose ctx can end must still return at that end (job/aborted) while the
+// registry is stuck in the hook, which it could not do from inside the hook. A
+// caller whose ctx never ends waits for the hook's return either way. The other
+// requests (kill, wait, get, list, record, AwaitSettled) call no producer hook on
+// the registry and are run by any caller.
+func (c *Client) runsProducer(ctx context.Context) byCaller {
+	return c.runs && ctx.Done() == nil
+}
+
 // awaitYielding is await for a reply the registry usually has ready within one
 // handler run (a live read). A request the caller ran itself (Config.CallerRuns,
 // the registry idle) has its reply in ch already: it is taken at once. Otherwise
@@ -127,6 +146,9 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 		call = &startCall{req: startReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.spec = spec
+	// The start runs the producer's Run: only a caller with no ctx to honour runs it
+	// (see runsProducer).
+	call.req.byCaller = c.runsProducer(ctx)
 	c.root.Send(c.pid, &call.req)
 	res, err := await(ctx, c, call.reply)
 	if err != nil {
@@ -256,6 +278,7 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 		call = newReadCall(c.runs)
 	}
 	call.as.caller = caller
+	call.as.byCaller = c.runsProducer(ctx) // a live stream's read runs its ReadOutput
 	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
 	c.root.Send(c.pid, &call.as)
 	res, err := awaitYielding(ctx, c, call.reply)

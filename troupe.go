@@ -61,7 +61,10 @@ type Config struct {
 	// Dispatcher runs every troupe actor's mailbox. nil means the System's own
 	// PoolDispatcher (closed by Shutdown); tests pass a seeded dispatcher to replay a
 	// schedule. The supervision inspector always runs on the System's pool (one
-	// worker when Dispatcher is set), never on its senders' goroutines.
+	// worker when Dispatcher is set), never on its senders' goroutines. On a
+	// PoolDispatcher (nil, or one of the embedder's), a Jobs() request made while
+	// the registry is idle is run by its caller's goroutine instead (see
+	// registry.Config.CallerRuns); any other dispatcher runs every request itself.
 	Dispatcher actor.Dispatcher
 	// ActorSystemOptions are passed to protoactor's NewActorSystem after troupe's own
 	// (a discarding protoactor logger and a 10 ms dead-letter throttle).
@@ -174,6 +177,10 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	s.tree = tree
+	// A request to the idle registry is run by its caller (registry.Config.CallerRuns)
+	// only on troupe's own pool, which promises nothing about which goroutine runs
+	// an actor; any other dispatcher (a seeded schedule) runs every request itself.
+	_, callerRuns := cfg.Dispatcher.(*PoolDispatcher)
 	jobs, err := registry.Spawn(s.actors, registry.Config{
 		MaxConcurrentJobsPerOwner: int(limit),
 		RootScope:                 s.root,
@@ -185,6 +192,7 @@ func New(cfg Config) (*System, error) {
 		SettleTimeout:             cfg.SettleTimeout,
 		AfterFunc:                 cfg.AfterFunc,
 		Retention:                 cfg.Retention,
+		CallerRuns:                callerRuns,
 	}, s.stopped)
 	if err != nil {
 		_ = tree.Stop(context.Background())

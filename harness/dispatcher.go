@@ -20,7 +20,10 @@ const DefaultThroughput = 300
 // the seed and of the sequence of Schedule calls. Every actor using this dispatcher
 // runs on the one worker, so no two of them ever run at once, and every message one
 // of them sends to another is queued from the worker, at a point fixed by the
-// schedule. A scenario whose every event starts inside the dispatcher (or is
+// schedule. (A run an actor's message makes on its sender's goroutine, an
+// internal/mailbox Inline one, is then made inside the sending actor's run on the
+// worker; troupe lets a Client call's goroutine run the registry only on its
+// PoolDispatcher, registry.Config.CallerRuns, never on this one.) A scenario whose every event starts inside the dispatcher (or is
 // submitted while it is Paused, from one goroutine, in a fixed order) replays
 // exactly: same seed, same interleaving, same trace.
 //

@@ -113,7 +113,7 @@ type StopRequested struct {
 // mailbox, so the actor stops in the run it is in instead of in a run of its own
 // on another worker, beside the killer's next request (issue 15: kill→settled's
 // tail; that run and its hand-offs were what the slowest kills had in them).
-func (*StopRequested) HandledBySender() {}
+func (*StopRequested) HandledBySender() bool { return true }
 
 // Settled hands a settled job to the registry, which commits the record, releases
 // Waiters with the settled snapshot, and calls the observers. From then on the
@@ -129,7 +129,7 @@ type Settled struct {
 // HandledBySender makes Settled an internal/mailbox Inline message: sent to an idle
 // registry, the job actor's goroutine runs the registry's commit itself (the
 // registry's handlers never block), so no worker is woken for it.
-func (*Settled) HandledBySender() {}
+func (*Settled) HandledBySender() bool { return true }
 
 // Error texts of the wait path.
 const (

@@ -29,11 +29,20 @@ type JobDoneFunc func(snap *messages.JobSnapshot, owner Owner)
 // on the registry actor under the same rules as JobDoneFunc.
 type JobsChangedFunc func(owner Owner)
 
+// byCaller is embedded in the Client's request messages: true (the Client's
+// Config.CallerRuns) makes the request an internal/mailbox Inline message, run by
+// the caller's goroutine when the registry is idle.
+type byCaller bool
+
+// HandledBySender reports whether the request's caller may run it (mailbox.Inline).
+func (b byCaller) HandledBySender() bool { return bool(b) }
+
 // The registry's own request messages (local values; see client.go).
 type (
 	startReq struct {
 		spec  job.Spec
 		reply chan<- startRes
+		byCaller
 	}
 	startRes struct {
 		id  string
@@ -47,6 +56,7 @@ type (
 		id     string
 		caller Caller
 		reply  chan<- getRes
+		byCaller
 	}
 	getRes struct {
 		snap *messages.JobSnapshot
@@ -55,6 +65,7 @@ type (
 	listReq struct {
 		caller Caller
 		reply  chan<- ListResult
+		byCaller
 	}
 	regKind   int
 	attachReq struct {
@@ -100,6 +111,7 @@ type (
 		id     string
 		caller Caller
 		reply  chan<- recordRes
+		byCaller
 	}
 	recordRes struct {
 		rec  *job.Record
@@ -110,6 +122,7 @@ type (
 		id     string
 		caller Caller
 		reply  chan<- getRes
+		byCaller
 	}
 	// closeAdmission refuses every later Start (Shutdown's first step).
 	closeAdmission struct{}
@@ -146,6 +159,16 @@ type Config struct {
 	// Retention bounds the settled history (retention.go); the zero value keeps
 	// every settled record until its owner's teardown (SPEC's semantics).
 	Retention Retention
+	// CallerRuns lets the Client's requests (kill, wait, get, list, record,
+	// AwaitSettled; a start or a read when its ctx can never end, see
+	// Client.runsProducer) run on their caller's goroutine when the registry is
+	// idle (internal/mailbox Inline: the caller handles its own request, and only
+	// it, and finds the reply in its channel — no worker woken, no wake of the
+	// caller). The registry's handlers never block, so the caller waits no longer
+	// than for the reply. troupe sets it when the registry runs on a
+	// PoolDispatcher; off, every request is run by Dispatcher, as a seeded schedule
+	// (harness.Dispatcher) needs: it decides where and when every run happens.
+	CallerRuns bool
 }
 
 // registryActor owns admission, ids, routing and listing, the observer layers and

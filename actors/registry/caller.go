@@ -95,6 +95,7 @@ func (r *registryActor) listAs(c Caller) ([]*record, error) {
 type asCaller struct {
 	caller Caller
 	msg    job.Routable // *job.Read, *job.Kill, *job.Wait, *job.WaitEnd or *job.CountWaiters
+	byCaller
 }
 
 func (r *registryActor) serveAs(c actor.Context, m *asCaller) {

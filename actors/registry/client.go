@@ -26,7 +26,13 @@ import (
 // already sent may still take effect after an abort unless its method says
 // otherwise. Methods that wait for a reply must not be called from an observer
 // (JobDoneFunc, JobsChangedFunc), which runs on the registry itself; use ListAsync
-// there.
+// there. With Config.CallerRuns, a request made while the registry is idle is
+// handled on the caller's goroutine before the method waits (its own request only,
+// never another caller's): the handler's work is the registry's usual step, which
+// never blocks, so the caller waits no longer than it would for the reply. A Start
+// or Read, whose step calls a producer's hook, is run so only for a ctx that can
+// never end (runsProducer): a misbehaving producer's blocking hook must not keep a
+// caller whose ctx ended from returning.
 type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
@@ -36,12 +42,13 @@ type Client struct {
 	stopped <-chan struct{}
 	tokens  atomic.Uint64
 	calls   sync.Pool // answered startCalls, reused by Start
+	runs    byCaller  // Config.CallerRuns: requests are run by their callers when the registry is idle
 }
 
 // Spawn starts the registry actor. stopped must be closed once the actor system
 // no longer runs it, so no caller waits forever on a reply that cannot come.
 func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Client, error) {
-	c := &Client{root: system.Root, stopped: stopped}
+	c := &Client{root: system.Root, stopped: stopped, runs: byCaller(cfg.CallerRuns)}
 	// The registry supervises its job actors itself (registryActor.HandleFailure).
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
 		actor.WithGuardian(supervision.RegistryStrategy()), actor.WithMailbox(mailbox.Producer))
@@ -89,14 +96,34 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 	}
 }
 
+// runsProducer reports whether a request whose handler calls a producer's hook
+// (a start's Run, a stream read's ReadOutput) may be run by its caller: only when
+// the registry lets callers run requests (Config.CallerRuns) and ctx can never end.
+// Those hooks never block (SPEC §1.3 rule 9), but a misbehaving producer's may, and
+// a caller whose ctx can end must still return at that end (job/aborted) while the
+// registry is stuck in the hook, which it could not do from inside the hook. A
+// caller whose ctx never ends waits for the hook's return either way. The other
+// requests (kill, wait, get, list, record, AwaitSettled) call no producer hook on
+// the registry and are run by any caller.
+func (c *Client) runsProducer(ctx context.Context) byCaller {
+	return c.runs && ctx.Done() == nil
+}
+
 // awaitYielding is await for a reply the registry usually has ready within one
-// handler run (a live read): it first yields the processor once, so that the
-// registry's worker, which the request just made runnable on this processor, runs
-// the request and sends the reply into ch's buffer while no one waits on ch — no
+// handler run (a live read). A request the caller ran itself (Config.CallerRuns,
+// the registry idle) has its reply in ch already: it is taken at once. Otherwise
+// it first yields the processor once, so that the worker the request just made
+// runnable on this processor (the registry's, or the job actor's a read was routed
+// to) runs it and sends the reply into ch's buffer while no one waits on ch — no
 // park of the caller, no wake of it — and takes that reply; if it is not there yet
 // (the worker runs elsewhere, or the registry is busy), it waits as await does.
 // The yield only changes when the caller runs, never what it receives.
 func awaitYielding[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	default:
+	}
 	runtime.Gosched()
 	select {
 	case v := <-ch:
@@ -116,9 +143,12 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 	call, _ := c.calls.Get().(*startCall)
 	if call == nil {
 		reply := make(chan startRes, 1)
-		call = &startCall{req: startReq{reply: reply}, reply: reply}
+		call = &startCall{req: startReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.spec = spec
+	// The start runs the producer's Run: only a caller with no ctx to honour runs it
+	// (see runsProducer).
+	call.req.byCaller = c.runsProducer(ctx)
 	c.root.Send(c.pid, &call.req)
 	res, err := await(ctx, c, call.reply)
 	if err != nil {
@@ -153,7 +183,7 @@ func (c *Client) Get(ctx context.Context, id string, caller Caller) (*messages.J
 		return nil, job.Aborted(ctx)
 	}
 	reply := make(chan getRes, 1)
-	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply})
+	c.root.Send(c.pid, &getReq{id: id, caller: caller, reply: reply, byCaller: c.runs})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, err
@@ -171,7 +201,7 @@ func (c *Client) AwaitSettled(ctx context.Context, id string, caller Caller) (*m
 	call, _ := c.settles.Get().(*settleCall)
 	if call == nil {
 		reply := make(chan getRes, 1)
-		call = &settleCall{req: observeReq{reply: reply}, reply: reply}
+		call = &settleCall{req: observeReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.id, call.req.caller = id, caller
 	c.root.Send(c.pid, &call.req)
@@ -204,7 +234,7 @@ func (c *Client) Record(ctx context.Context, id string, caller Caller) (*job.Rec
 		return nil, nil, job.Aborted(ctx)
 	}
 	reply := make(chan recordRes, 1)
-	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply})
+	c.root.Send(c.pid, &recordReq{id: id, caller: caller, reply: reply, byCaller: c.runs})
 	res, err := await(ctx, c, reply)
 	if err != nil {
 		return nil, nil, err
@@ -230,7 +260,7 @@ func (c *Client) List(ctx context.Context, caller Caller) ([]*messages.JobSnapsh
 // commit made before it was called (SPEC §1.3 rule 12).
 func (c *Client) ListAsync(caller Caller) <-chan ListResult {
 	reply := make(chan ListResult, 1)
-	c.root.Send(c.pid, &listReq{caller: caller, reply: reply})
+	c.root.Send(c.pid, &listReq{caller: caller, reply: reply, byCaller: c.runs})
 	return reply
 }
 
@@ -245,9 +275,10 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 	}
 	call, _ := c.reads.Get().(*readCall)
 	if call == nil {
-		call = newReadCall()
+		call = newReadCall(c.runs)
 	}
 	call.as.caller = caller
+	call.as.byCaller = c.runsProducer(ctx) // a live stream's read runs its ReadOutput
 	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
 	c.root.Send(c.pid, &call.as)
 	res, err := awaitYielding(ctx, c, call.reply)
@@ -277,9 +308,9 @@ type readCall struct {
 	reply chan job.ReadResult
 }
 
-func newReadCall() *readCall {
+func newReadCall(runs byCaller) *readCall {
 	call := &readCall{reply: make(chan job.ReadResult, 1)}
-	call.as.msg = &call.read
+	call.as.msg, call.as.byCaller = &call.read, runs
 	return call
 }
 
@@ -303,7 +334,7 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 	}
 	call, _ := c.kills.Get().(*killCall)
 	if call == nil {
-		call = newKillCall()
+		call = newKillCall(c.runs)
 	}
 	call.as.caller = caller
 	call.kill = job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: call.reply}
@@ -334,9 +365,9 @@ type killCall struct {
 	reply chan job.KillResult
 }
 
-func newKillCall() *killCall {
+func newKillCall(runs byCaller) *killCall {
 	call := &killCall{reply: make(chan job.KillResult, 1)}
-	call.as.msg = &call.kill
+	call.as.msg, call.as.byCaller = &call.kill, runs
 	return call
 }
 
@@ -349,14 +380,14 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration, cal
 	defer cancel()
 	reply := make(chan job.WaitResult, 1)
 	token := c.tokens.Add(1)
-	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Wait{ID: id, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply}})
+	c.root.Send(c.pid, &asCaller{caller: caller, msg: &job.Wait{ID: id, Timeout: timeout, Token: token, Ctx: wctx, Reply: reply}, byCaller: c.runs})
 	select {
 	case res := <-reply:
 		return res.Snapshot, res.Err
 	case <-c.stopped:
 		return nil, stoppedErr()
 	case <-wctx.Done():
-		c.root.Send(c.pid, &asCaller{msg: &job.WaitEnd{ID: id, Token: token}})
+		c.root.Send(c.pid, &asCaller{msg: &job.WaitEnd{ID: id, Token: token}, byCaller: c.runs})
 	}
 	// The job actor answers a WaitEnd in its next message (it never waits on a
 	// producer hook), so this wait is short; ctx has ended, so it is not bounded by it.
@@ -373,7 +404,7 @@ func (c *Client) Waiters(ctx context.Context, id string) (int, error) {
 		return 0, job.Aborted(ctx)
 	}
 	reply := make(chan int, 1)
-	c.root.Send(c.pid, &asCaller{msg: &job.CountWaiters{ID: id, Reply: reply}})
+	c.root.Send(c.pid, &asCaller{msg: &job.CountWaiters{ID: id, Reply: reply}, byCaller: c.runs})
 	return await(ctx, c, reply)
 }
 

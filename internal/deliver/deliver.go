@@ -52,7 +52,7 @@ type Notice struct {
 // goroutine, which sends it from its settlement commit, runs an idle owner actor's
 // delivery itself when the owner's surface is an owner.InlineSurface (its verbs
 // only enqueue); any other owner's mailbox queues it.
-func (*Notice) HandledBySender() {}
+func (*Notice) HandledBySender() bool { return true }
 
 // ChildNotice asks the owner actor to deliver a continuable child's settlement
 // notice (SPEC §6.5): injected when the parent's lineage is tearing down, a followup

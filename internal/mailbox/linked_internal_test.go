@@ -3,6 +3,7 @@ package mailbox
 import (
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
@@ -140,4 +141,31 @@ func TestLinkedKeepsProtoactorsOrder(t *testing.T) {
 		require.Nil(t, q.head.Load(), "an idle mailbox holds no node")
 		require.Nil(t, q.next)
 	}
+}
+
+// syncDispatcher runs a scheduled run at once, on the poster.
+type syncDispatcher struct{}
+
+func (syncDispatcher) Schedule(fn func()) { fn() }
+func (syncDispatcher) Throughput() int    { return 300 }
+
+// nopInvoker handles every message by doing nothing.
+type nopInvoker struct{}
+
+func (nopInvoker) InvokeSystemMessage(any)  {}
+func (nopInvoker) InvokeUserMessage(any)    {}
+func (nopInvoker) EscalateFailure(any, any) {}
+
+// TestLinkedIdleSizeAndOneAllocationPerMessage: an idle Linked is 80 B (the
+// size class it is allocated in), and a message to an idle one allocates only its
+// queue node — scheduling the run allocates nothing (the run's function value is
+// a pooled linkedRun, not the 16-B method value m.processMessages, which was a
+// second allocation per schedule).
+func TestLinkedIdleSizeAndOneAllocationPerMessage(t *testing.T) {
+	require.Equal(t, uintptr(80), unsafe.Sizeof(Linked{}))
+	m := NewLinked()
+	m.RegisterHandlers(nopInvoker{}, syncDispatcher{})
+	m.PostUserMessage("warm")
+	allocs := testing.AllocsPerRun(100, func() { m.PostUserMessage("x") })
+	require.Equal(t, 1.0, allocs, "a message to an idle Linked mailbox: its node only")
 }

@@ -82,27 +82,39 @@ func (m *Mailbox) PostUserMessage(message any) {
 	m.userCount.Add(1)
 	m.mu.Lock()
 	m.user.push(message)
-	if _, ok := message.(Inline); ok && !m.scheduled {
-		// Idle: this message is the only one queued, so the run handles it first.
+	if in, ok := message.(Inline); ok && !m.scheduled && in.HandledBySender() {
+		// Idle: no run is scheduled, so this message is the only user message queued
+		// (or, suspended, it waits with the others for ResumeMailbox).
 		m.scheduled = true
 		m.mu.Unlock()
-		m.process()
+		m.runInline()
 		return
 	}
 	m.post()
 }
 
-// Inline is a user message its sender's goroutine handles itself when the mailbox
-// is idle: PostUserMessage makes the run there, before it returns, instead of
-// handing it to the dispatcher — one goroutine wake fewer. The run is an ordinary
-// one (system messages first, FIFO, a panic escalated and the run going on), and
-// takes whatever else is posted meanwhile. Posted while a run is scheduled or
-// running, the message is queued as any other (and a Linked mailbox never runs one inline).
+// Inline is a user message its sender's goroutine may handle itself when the
+// mailbox is idle: if HandledBySender reports true, PostUserMessage makes that run
+// there, before it returns, instead of handing it to the dispatcher — one
+// goroutine wake fewer. The sender's run is bounded: it handles the system
+// messages queued, then the sender's message (an idle mailbox holds no other user
+// message), and nothing more; whatever was posted meanwhile (by other senders, or
+// by the handler to its own actor) is handed to the dispatcher as the rest of the
+// run, in order. So a sender is never held up by other senders' messages, however
+// busy the mailbox gets while it runs: it pays for its own message only. A panic
+// is escalated as in any run, and what remains goes to the dispatcher. Posted
+// while a run is scheduled or running, the message is queued as any other (and a
+// Linked mailbox never runs one inline).
+//
 // Only a message whose handling never blocks may be Inline: the sender waits for
-// the run. Three are: a job actor's job.Settled and job.StopRequested to the
-// registry, and the registry's job notice to an owner actor (deliver.Notice) whose
-// surface is an owner.InlineSurface (the other owner actors have a Linked mailbox).
-type Inline interface{ HandledBySender() }
+// the run. They are a job actor's job.Settled and job.StopRequested to the
+// registry, the registry's job notice to an owner actor (deliver.Notice) whose
+// surface is an owner.InlineSurface (the other owner actors have a Linked
+// mailbox), and the registry Client's requests when the registry runs on troupe's
+// PoolDispatcher (actors/registry Config.CallerRuns: a caller's kill, wait, get,
+// list, record or observation, and its start or read when its ctx can never end,
+// is answered on the caller's goroutine).
+type Inline interface{ HandledBySender() bool }
 
 // PostSystemMessage queues a system message and schedules a run if none is.
 func (m *Mailbox) PostSystemMessage(message any) {
@@ -162,6 +174,68 @@ func (m *Mailbox) process() {
 	}
 }
 
+// runInline is the run an Inline message's sender makes (PostUserMessage): the
+// system messages, then the sender's message, then the run ends if nothing else
+// waits, or else is handed to the dispatcher for the rest, scheduled as it is (no
+// poster meanwhile saw the mailbox idle, so none scheduled a run of its own).
+func (m *Mailbox) runInline() {
+	if !m.runOwn() {
+		m.dispatcher.Schedule(m.runFn)
+	}
+}
+
+// runOwn handles the system messages and then one user message (the sender's,
+// unless suspended), and reports whether the run has ended: true when nothing
+// waits (scheduled is cleared under the lock that saw the queues empty), false
+// when messages wait or a handler panicked (the panic was escalated; the rest of
+// the run is the dispatcher's).
+func (m *Mailbox) runOwn() (ended bool) {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+			ended = false
+		}
+	}()
+	for {
+		m.mu.Lock()
+		var ok bool
+		if msg, ok = m.sys.pop(); !ok {
+			break // mu is held
+		}
+		m.mu.Unlock()
+		m.system(msg)
+	}
+	if !m.suspended {
+		var ok bool
+		if msg, ok = m.user.pop(); ok {
+			m.mu.Unlock()
+			m.userCount.Add(-1)
+			m.invoker.InvokeUserMessage(msg)
+			m.mu.Lock()
+		}
+	}
+	if m.sys.n == 0 && (m.suspended || m.user.n == 0) {
+		m.scheduled = false
+		m.mu.Unlock()
+		return true
+	}
+	m.mu.Unlock()
+	return false
+}
+
+// system handles a system message: the mailbox's own suspension, or the invoker's.
+func (m *Mailbox) system(msg any) {
+	switch msg.(type) {
+	case *actor.SuspendMailbox:
+		m.setSuspended(true)
+	case *actor.ResumeMailbox:
+		m.setSuspended(false)
+	default:
+		m.invoker.InvokeSystemMessage(msg)
+	}
+}
+
 // runSome handles messages until the queues are empty (true), or until a handler
 // panicked (false: the panic was escalated and the run goes on).
 func (m *Mailbox) runSome() (done bool) {
@@ -183,14 +257,7 @@ func (m *Mailbox) runSome() (done bool) {
 			return true
 		}
 		if system {
-			switch msg.(type) {
-			case *actor.SuspendMailbox:
-				m.setSuspended(true)
-			case *actor.ResumeMailbox:
-				m.setSuspended(false)
-			default:
-				m.invoker.InvokeSystemMessage(msg)
-			}
+			m.system(msg)
 			continue
 		}
 		m.userCount.Add(-1)

@@ -68,7 +68,7 @@ func (v *invoker) EscalateFailure(reason any, m any) {
 // inline is an Inline message.
 type inline string
 
-func (inline) HandledBySender() {}
+func (inline) HandledBySender() bool { return true }
 
 func newBox(d *manual) (*mailbox.Mailbox, *invoker) {
 	mb := mailbox.New()
@@ -189,7 +189,10 @@ type counter struct {
 
 func (c *counter) InvokeSystemMessage(any) {}
 func (c *counter) InvokeUserMessage(m any) {
-	p := m.([2]int)
+	p, ok := m.([2]int)
+	if !ok {
+		p = m.(inlinePair)
+	}
 	if prev, ok := c.last[p[0]]; ok && prev >= p[1] {
 		panic("out of order")
 	}
@@ -198,6 +201,14 @@ func (c *counter) InvokeUserMessage(m any) {
 }
 func (c *counter) EscalateFailure(r, _ any) { panic(r) }
 
+// inlinePair is counter's message as an Inline one.
+type inlinePair [2]int
+
+func (inlinePair) HandledBySender() bool { return true }
+
+// TestConcurrentSendersNoLossPerSenderFIFO: senders posting plain and Inline
+// messages at once (some runs on the senders, the rest on the dispatcher) lose
+// none, each sender's in order, one run at a time (-race).
 func TestConcurrentSendersNoLossPerSenderFIFO(t *testing.T) {
 	var wg sync.WaitGroup
 	mb := mailbox.New()
@@ -210,7 +221,11 @@ func TestConcurrentSendersNoLossPerSenderFIFO(t *testing.T) {
 		go func() {
 			defer send.Done()
 			for i := range each {
-				mb.PostUserMessage([2]int{s, i})
+				if i%2 == 0 {
+					mb.PostUserMessage([2]int{s, i})
+				} else {
+					mb.PostUserMessage(inlinePair{s, i}) // run by this sender when idle
+				}
 			}
 		}()
 	}
@@ -229,26 +244,63 @@ func TestIdleSize(t *testing.T) {
 }
 
 // TestInlineToIdleMailboxRunsOnSender: an Inline message posted to an idle mailbox
-// is handled before PostUserMessage returns, with no run handed to the dispatcher,
-// and that run takes what its handler posts meanwhile; the mailbox is idle after it
-// (a later message schedules a run as usual).
+// is handled before PostUserMessage returns, with no run handed to the dispatcher;
+// the mailbox is idle after it (a later message schedules a run as usual).
 func TestInlineToIdleMailboxRunsOnSender(t *testing.T) {
 	d := &manual{}
 	mb, v := newBox(d)
-	v.onUser = func(s string) {
-		if s == "inline:n" {
-			mb.PostUserMessage("b")
-			mb.PostUserMessage(inline("m")) // the run is this one: queued, not nested
-		}
-	}
 	mb.PostUserMessage(inline("n"))
-	require.Equal(t, []string{"user:inline:n", "user:b", "user:inline:m"}, v.got)
+	require.Equal(t, []string{"user:inline:n"}, v.got)
 	require.Empty(t, d.runs, "no run went to the dispatcher")
 	require.Zero(t, mb.UserMessageCount())
 	mb.PostUserMessage("u")
 	require.Len(t, d.runs, 1, "the inline run ended: the mailbox is idle again")
 	d.runAll()
 	require.Equal(t, "user:u", v.got[len(v.got)-1])
+}
+
+// TestInlineRunIsBoundedToTheSendersMessage: what is posted while the sender's
+// message is handled — user messages, Inline ones, system messages — is not
+// handled on the sender: its run ends with its own message and hands the rest to
+// the dispatcher, in order (system messages first), as one run.
+func TestInlineRunIsBoundedToTheSendersMessage(t *testing.T) {
+	d := &manual{}
+	mb, v := newBox(d)
+	v.onUser = func(s string) {
+		if s == "inline:n" {
+			mb.PostUserMessage("b")
+			mb.PostUserMessage(inline("m")) // the run is the sender's: queued, not nested
+			mb.PostSystemMessage("s")
+			require.Empty(t, d.runs, "posts during the sender's run schedule nothing")
+		}
+	}
+	mb.PostUserMessage(inline("n"))
+	require.Equal(t, []string{"user:inline:n"}, v.got, "the sender handled its own message only")
+	require.Len(t, d.runs, 1, "the rest went to the dispatcher as one run")
+	require.Equal(t, 2, mb.UserMessageCount())
+	mb.PostUserMessage(inline("late")) // the handed-off run is scheduled: queued behind
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []string{"user:inline:n", "sys:s", "user:b", "user:inline:m", "user:inline:late"}, v.got)
+	require.Zero(t, mb.UserMessageCount())
+}
+
+// notInline is an Inline message whose sender declines the run (HandledBySender
+// false): it is queued for the dispatcher as any other.
+type notInline string
+
+func (notInline) HandledBySender() bool { return false }
+
+func TestInlineDeclinedIsScheduled(t *testing.T) {
+	d := &manual{}
+	mb := mailbox.New()
+	var got []any
+	mb.RegisterHandlers(recorder{&got}, d)
+	mb.PostUserMessage(notInline("x"))
+	require.Empty(t, got, "not handled on the sender")
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []any{notInline("x")}, got)
 }
 
 // TestInlineToBusyMailboxIsQueued: with a run scheduled, an Inline message is
@@ -265,27 +317,27 @@ func TestInlineToBusyMailboxIsQueued(t *testing.T) {
 }
 
 // TestInlinePanicLosesNoMessage: a handler that panics in an inline run is
-// escalated (the escalation suspends the mailbox, as the actor's does); the
-// messages queued behind it stay queued, and run once the mailbox is resumed.
+// escalated (the escalation suspends the mailbox, as the actor's does) and the
+// rest of the run goes to the dispatcher; the messages queued behind the failure
+// stay queued, and run once the mailbox is resumed. An Inline message to an idle
+// but suspended mailbox is queued with them, not handled.
 func TestInlinePanicLosesNoMessage(t *testing.T) {
 	d := &manual{}
 	mb, v := newBox(d)
 	v.panicOn = "inline:bad"
-	v.onUser = func(s string) {
-		if s == "inline:n" {
-			mb.PostUserMessage(inline("bad"))
-			mb.PostUserMessage("after")
-		}
-	}
-	mb.PostUserMessage(inline("n"))
-	require.Equal(t, []string{"user:inline:n"}, v.got)
+	mb.PostUserMessage(inline("bad"))
+	require.Empty(t, v.got)
 	require.Equal(t, []any{"boom inline:bad", inline("bad")}, v.escalated)
+	require.Len(t, d.runs, 1, "the escalation's suspension is the dispatcher's to run")
+	mb.PostUserMessage("after")
+	d.runAll()
+	require.Empty(t, v.got, "suspended: user messages wait")
 	require.Equal(t, 1, mb.UserMessageCount(), "the message behind the failure is kept")
 	mb.PostUserMessage(inline("while-suspended")) // idle but suspended: runs no user message
-	require.Equal(t, []string{"user:inline:n"}, v.got)
+	require.Empty(t, v.got)
 	require.Empty(t, d.runs)
 	mb.PostSystemMessage(&actor.ResumeMailbox{})
 	d.runAll()
-	require.Equal(t, []string{"user:inline:n", "user:after", "user:inline:while-suspended"}, v.got)
+	require.Equal(t, []string{"user:after", "user:inline:while-suspended"}, v.got)
 	require.Zero(t, mb.UserMessageCount())
 }

@@ -149,12 +149,16 @@ func (r *rig) lifecycle(b *testing.B, a *owner.Agent) {
 	b.ReportAllocs()
 	spec := job.Spec{Kind: kind, Label: "bench", Owner: a, Run: settledAtOnce}
 	jobs := r.sys.Jobs()
+	var wk runsMeter
+	wk.start()
 	for b.Loop() {
 		if _, err := jobs.Start(context.Background(), spec); err != nil {
 			b.Fatal(err)
 		}
 		<-r.done
 	}
+	wk.stop(b.N)
+	wk.report(b)
 }
 
 func BenchmarkLifecycleUnowned(b *testing.B) {
@@ -197,12 +201,16 @@ func (r *rig) read(b *testing.B, alice *owner.Agent) {
 	id, err := r.sys.Jobs().Start(context.Background(), job.Spec{Kind: kind, Label: "stream", Owner: alice, Run: untilCancelled(true)})
 	require.NoError(b, err)
 	jobs := r.sys.Jobs()
+	var wk runsMeter
+	wk.start()
 	for b.Loop() {
 		text, _, err := jobs.Read(context.Background(), id, registry.AsAgent(alice))
 		if err != nil || text != "chunk" {
 			b.Fatalf("read: %q, %v", text, err)
 		}
 	}
+	wk.stop(b.N)
+	wk.report(b)
 }
 
 func BenchmarkRead(b *testing.B) {

@@ -41,6 +41,8 @@ func BenchmarkLifecyclePipelined(b *testing.B) {
 	inflight, i := 0, 0
 	b.ReportAllocs()
 	cpu0 := cpuTime(b)
+	var wk runsMeter
+	wk.start()
 	for b.Loop() {
 		if _, err := jobs.Start(ctx, specs[i%len(specs)]); err != nil {
 			b.Fatalf("job %d: %v", i, err)
@@ -54,6 +56,8 @@ func BenchmarkLifecyclePipelined(b *testing.B) {
 	for ; inflight > 0; inflight-- {
 		<-r.done
 	}
+	wk.stop(b.N)
+	wk.report(b)
 	reportCPU(b, cpu0)
 	r.quiesce(b, base)
 	runtime.KeepAlive(owners)

@@ -1,0 +1,157 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/scope"
+)
+
+// callerRunsRegistry spawns a registry whose Client's requests are run by their
+// callers when it is idle (Config.CallerRuns), on protoactor's default dispatcher,
+// with a job controller attached in its global scope; it is stopped in cleanup as
+// troupe's System stops it.
+func callerRunsRegistry(t *testing.T) *Client {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	root := scope.NewRoot("global")
+	watch := job.NewWatcher()
+	stopped := make(chan struct{})
+	c, err := Spawn(system, Config{MaxConcurrentJobsPerOwner: 10, RootScope: root, Logger: quiet,
+		Now: func() int64 { return time.Now().UnixMilli() }, Watcher: watch, CallerRuns: true}, stopped)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = root.Dispose(bg)
+		_ = c.Dispose(bg)
+		_ = system.Root.PoisonFuture(c.PID()).Wait()
+		close(stopped)
+		watch.Close()
+		system.Shutdown()
+	})
+	_, err = c.AttachController(context.Background(), root, "test")
+	require.NoError(t, err)
+	return c
+}
+
+// inCall reports whether the calling goroutine is inside the Client method named
+// (its stack has the method's frame): a registry handler run by that caller.
+func inCall(method string) bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "registry.(*Client)."+method+"(")
+}
+
+// killable is a producer's hooks whose Cancel settles the job killed.
+func killable(readOutput func() (string, error)) job.Hooks {
+	done := make(chan job.Outcome, 1)
+	return job.Hooks{Done: done, ReadOutput: readOutput, Cancel: func(string) error {
+		select {
+		case done <- job.Outcome{Status: job.Killed}:
+		default:
+		}
+		return nil
+	}}
+}
+
+// callerRounds is how many reads TestACallerRunsOnlyItsOwnRequest tries: a read
+// made while the registry still finishes an earlier run (the job actor's start,
+// the controller's attach) is queued and run by a worker, not by its caller.
+const callerRounds = 50
+
+// TestACallerRunsOnlyItsOwnRequest: a Read of a live stream job made while the
+// registry is idle is run by the caller's goroutine (the producer's ReadOutput runs
+// inside Client.Read), and that run is bounded to the caller's own request: a start
+// request posted to the registry while the read is handled (here by ReadOutput
+// itself, so it is surely posted during that run) is not run by the reader — it
+// goes to the dispatcher, and is answered from there. Fails with an inline run
+// that drains the mailbox (internal/mailbox Inline before it was bounded): the
+// start would run inside Client.Read, and with callers never running requests.
+func TestACallerRunsOnlyItsOwnRequest(t *testing.T) {
+	c := callerRunsRegistry(t)
+	ctx := context.Background()
+	started := make(chan bool, 1) // the queued start's Run: was it inside Client.Read?
+	var queued chan startRes
+	readOutput := func() (string, error) {
+		if !inCall("Read") {
+			return "", nil // this read was queued: a worker runs it
+		}
+		queued = make(chan startRes, 1)
+		c.root.Send(c.pid, &startReq{reply: queued, byCaller: true, spec: job.Spec{Kind: "queued", Label: "queued",
+			Run: func() (job.Hooks, error) {
+				started <- inCall("Read")
+				return killable(nil), nil
+			}}})
+		return "mine", nil
+	}
+	id, err := c.Start(ctx, job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) {
+		return killable(readOutput), nil
+	}})
+	require.NoError(t, err)
+	for range callerRounds {
+		text, _, err := c.Read(ctx, id, NoCaller)
+		require.NoError(t, err)
+		if text == "" {
+			continue
+		}
+		require.Equal(t, "mine", text, "the caller's own read was answered")
+		require.False(t, <-started, "the start posted during the caller's run was run by the caller")
+		res := <-queued
+		require.NoError(t, res.err)
+		return
+	}
+	t.Fatalf("none of %d reads of the idle registry ran on its caller", callerRounds)
+}
+
+// TestRequestsWaitForTheDispatcherWithoutCallerRuns: with Config.CallerRuns off
+// (troupe's choice for any dispatcher but its pool, such as a seeded schedule),
+// no request is run by its caller: a start's Run and a read's ReadOutput are never
+// inside the Client's call.
+func TestRequestsWaitForTheDispatcherWithoutCallerRuns(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	root := scope.NewRoot("global")
+	watch := job.NewWatcher()
+	stopped := make(chan struct{})
+	c, err := Spawn(system, Config{MaxConcurrentJobsPerOwner: 10, RootScope: root, Logger: quiet,
+		Now: func() int64 { return time.Now().UnixMilli() }, Watcher: watch}, stopped)
+	require.NoError(t, err)
+	defer func() {
+		_ = root.Dispose(context.Background())
+		_ = c.Dispose(context.Background())
+		_ = system.Root.PoisonFuture(c.PID()).Wait()
+		close(stopped)
+		watch.Close()
+		system.Shutdown()
+	}()
+	ctx := context.Background()
+	_, err = c.AttachController(ctx, root, "test")
+	require.NoError(t, err)
+	onCaller := 0
+	for range 10 {
+		id, err := c.Start(ctx, job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) {
+			if inCall("Start") {
+				onCaller++
+			}
+			return killable(func() (string, error) {
+				if inCall("Read") {
+					onCaller++
+				}
+				return "", nil
+			}), nil
+		}})
+		require.NoError(t, err)
+		_, _, err = c.Read(ctx, id, NoCaller)
+		require.NoError(t, err)
+	}
+	require.Zero(t, onCaller, "a request ran on its caller with CallerRuns off")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -127,7 +128,10 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	}
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{},
 		kids: map[string]map[string]*entry{}, below: map[string]belowDrain{}}
-	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
+	// The directory is busy (every operation of every child passes through it):
+	// troupe's ring mailbox, which allocates nothing per message or per run.
+	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()),
+		actor.WithMailbox(mailbox.Producer))
 	if deps.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(deps.Dispatcher))
 	}

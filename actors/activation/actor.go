@@ -98,11 +98,12 @@ type (
 )
 
 // answer answers m: first the directory, for an Activation's first message (so
-// its lock is released before the caller can send again), then the caller, whose
-// channel takes only the first answer — a submit whose handler answered and then
-// panicked is answered again by HandleFailure, and that second answer is dropped,
-// never blocking the directory. The caller of a cold resume is answered here, by
-// the Activation, not through the directory: one hand-off fewer before it returns.
+// the directory takes its firstAccepted before anything the answered caller sends
+// next), then the caller, who reads only the first answer — a submit whose handler
+// answered and then panicked is answered again by HandleFailure, and that second
+// answer never blocks the directory (answerTo). The caller of a cold resume is
+// answered here, by the Activation, not through the directory: one hand-off fewer
+// before it returns.
 func (m *submit) answer(r acceptRes) {
 	if m.toDirectory != nil {
 		m.toDirectory(r)
@@ -113,7 +114,7 @@ func (m *submit) answer(r acceptRes) {
 }
 
 // answerTo sends r to ch (capacity 1) unless an answer is already there: the
-// first answer wins, and a later one never blocks its sender.
+// caller gets the first answer, and a later one never blocks its sender.
 func answerTo(ch chan<- acceptRes, r acceptRes) {
 	select {
 	case ch <- r:

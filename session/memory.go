@@ -7,13 +7,80 @@ import (
 )
 
 // Memory is an in-memory Store for tests. Its lock guards only its own map.
+//
+// A session's log and inbox are kept in chunks (chunked) that are never copied
+// once full, so a write costs its own entries, not the copies a growing slice
+// would make; the whole session is laid out flat only for the reads that return
+// or scan all of it (Activate, Load, Resume, ResumeAccept).
 type Memory struct {
 	mu       sync.Mutex
-	sessions map[string]*Snapshot
+	sessions map[string]*memSession
+}
+
+// memSession is one session of a Memory.
+type memSession struct {
+	header Header
+	log    chunked[Entry]
+	inbox  chunked[InboxMessage]
+}
+
+// snapshot lays the session out flat, in slices of its own.
+func (s *memSession) snapshot() Snapshot {
+	return Snapshot{Header: s.header, Log: s.log.flat(), Inbox: s.inbox.flat()}
+}
+
+// appendLog appends entries to the log, each with its seq (its position from 1).
+func (s *memSession) appendLog(entries []Entry) {
+	for _, e := range entries {
+		e.Seq = uint64(s.log.n + 1)
+		s.log.add(e)
+	}
+}
+
+// accept appends msg to the inbox with its seq (its position from 1).
+func (s *memSession) accept(msg InboxMessage) InboxMessage {
+	msg.Seq = uint64(s.inbox.n + 1)
+	s.inbox.add(msg)
+	return msg
+}
+
+// chunked is an append-only list in chunks of 8, 16, … up to maxChunk elements.
+// A full chunk is never copied again: appending n elements one by one allocates
+// about n of them. (append alone grows a slice past 256 elements by about a
+// quarter: built one element at a time, it is allocated about four times over
+// and copied about as often.)
+type chunked[T any] struct {
+	chunks [][]T
+	n      int // elements in all chunks
+}
+
+// maxChunk is the largest chunk's length.
+const maxChunk = 256
+
+func (c *chunked[T]) add(v T) {
+	k := len(c.chunks)
+	if k == 0 || len(c.chunks[k-1]) == cap(c.chunks[k-1]) {
+		size := maxChunk
+		if k < 5 {
+			size = 8 << k
+		}
+		c.chunks = append(c.chunks, make([]T, 0, size))
+		k++
+	}
+	c.chunks[k-1] = append(c.chunks[k-1], v)
+	c.n++
+}
+
+// flat returns the elements in order, in a slice of their own (nil if none).
+func (c *chunked[T]) flat() []T {
+	if c.n == 0 {
+		return nil
+	}
+	return slices.Concat(c.chunks...)
 }
 
 // NewMemory returns an empty store.
-func NewMemory() *Memory { return &Memory{sessions: map[string]*Snapshot{}} }
+func NewMemory() *Memory { return &Memory{sessions: map[string]*memSession{}} }
 
 func (m *Memory) Create(ctx context.Context, h Header, entries []Entry) error {
 	m.mu.Lock()
@@ -22,25 +89,18 @@ func (m *Memory) Create(ctx context.Context, h Header, entries []Entry) error {
 		return duplicate(h.ID)
 	}
 	h.Version = HeaderVersion
-	s := &Snapshot{Header: h}
-	for _, e := range entries {
-		e.Seq = uint64(len(s.Log) + 1)
-		s.Log = append(s.Log, e)
-	}
+	s := &memSession{header: h}
+	s.appendLog(entries)
 	m.sessions[h.ID] = s
 	return nil
 }
 
-func (m *Memory) get(id string) (*Snapshot, error) {
+func (m *Memory) get(id string) (*memSession, error) {
 	s, ok := m.sessions[id]
 	if !ok {
 		return nil, ErrNotFound
 	}
 	return s, nil
-}
-
-func copySnap(s *Snapshot) Snapshot {
-	return Snapshot{Header: s.Header, Log: slices.Clone(s.Log), Inbox: slices.Clone(s.Inbox)}
 }
 
 func (m *Memory) Activate(ctx context.Context, id string) (Snapshot, error) {
@@ -50,8 +110,8 @@ func (m *Memory) Activate(ctx context.Context, id string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	s.Header.Epoch++
-	return copySnap(s), nil
+	s.header.Epoch++
+	return s.snapshot(), nil
 }
 
 // Resume derives its answer from the whole session (Snapshot.Resumed): Memory is
@@ -63,8 +123,8 @@ func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
 	if err != nil {
 		return Resumed{}, err
 	}
-	s.Header.Epoch++
-	return s.Resumed(), nil
+	s.header.Epoch++
+	return s.snapshot().Resumed(), nil
 }
 
 // ResumeAccept is Resume and Accept, and start's Append if msg is then the only
@@ -76,20 +136,17 @@ func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage, 
 	if err != nil {
 		return Resumed{}, InboxMessage{}, false, err
 	}
-	s.Header.Epoch++
-	msg.Seq = uint64(len(s.Inbox) + 1)
-	s.Inbox = append(s.Inbox, msg)
-	r := s.Resumed()
+	s.header.Epoch++
+	msg = s.accept(msg)
+	r := s.snapshot().Resumed()
 	if len(start) == 0 || !onlyOpen(r, msg) {
 		return r, msg, false, nil
 	}
-	for _, e := range start {
-		e.Seq = uint64(len(s.Log) + 1)
-		s.Log = append(s.Log, e)
-	}
+	s.appendLog(start)
 	return r, msg, true, nil
 }
 
+// History reads the log's messages up to upTo (Snapshot.MessagesUpTo).
 func (m *Memory) History(ctx context.Context, id string, upTo uint64) ([]Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -97,7 +154,18 @@ func (m *Memory) History(ctx context.Context, id string, upTo uint64) ([]Entry, 
 	if err != nil {
 		return nil, err
 	}
-	return s.MessagesUpTo(upTo), nil
+	var out []Entry
+	for _, chunk := range s.log.chunks {
+		for _, e := range chunk {
+			if e.Seq > upTo {
+				return out, nil
+			}
+			if e.Kind == EntryMessage {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (m *Memory) Load(ctx context.Context, id string) (Snapshot, error) {
@@ -107,9 +175,11 @@ func (m *Memory) Load(ctx context.Context, id string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	return copySnap(s), nil
+	return s.snapshot(), nil
 }
 
+// Head reads the log up to its first descriptor after the fork seed
+// (Snapshot.FirstDescriptor), normally its first entries only.
 func (m *Memory) Head(ctx context.Context, id string) (Head, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -117,7 +187,18 @@ func (m *Memory) Head(ctx context.Context, id string) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
-	return s.Head(), nil
+	h := Head{Header: s.header}
+	i := 0
+	for _, chunk := range s.log.chunks {
+		for _, e := range chunk {
+			if i >= s.header.SeedLength && e.Kind == EntryDescriptor {
+				h.Descriptor = e.Descriptor
+				return h, nil
+			}
+			i++
+		}
+	}
+	return h, nil
 }
 
 func (m *Memory) Accept(ctx context.Context, id string, epoch uint64, msg InboxMessage) (InboxMessage, error) {
@@ -127,12 +208,10 @@ func (m *Memory) Accept(ctx context.Context, id string, epoch uint64, msg InboxM
 	if err != nil {
 		return InboxMessage{}, err
 	}
-	if s.Header.Epoch != epoch {
+	if s.header.Epoch != epoch {
 		return InboxMessage{}, ErrStaleEpoch
 	}
-	msg.Seq = uint64(len(s.Inbox) + 1)
-	s.Inbox = append(s.Inbox, msg)
-	return msg, nil
+	return s.accept(msg), nil
 }
 
 func (m *Memory) Append(ctx context.Context, id string, epoch uint64, entries ...Entry) error {
@@ -142,13 +221,10 @@ func (m *Memory) Append(ctx context.Context, id string, epoch uint64, entries ..
 	if err != nil {
 		return err
 	}
-	if s.Header.Epoch != epoch {
+	if s.header.Epoch != epoch {
 		return ErrStaleEpoch
 	}
-	for _, e := range entries {
-		e.Seq = uint64(len(s.Log) + 1)
-		s.Log = append(s.Log, e)
-	}
+	s.appendLog(entries)
 	return nil
 }
 

@@ -44,8 +44,12 @@ type (
 		first      bool // the first prompt: the directory checked the parent
 		// pre: the followup that cold-restored this Activation, whose message
 		// (carry.pre) the directory checked and accepted with the epoch.
-		pre   bool
-		reply func(acceptRes)
+		pre bool
+		// to is the caller's answer channel (capacity 1), nil for a start's first
+		// prompt; toDirectory, if set, hands the answer of an Activation's first
+		// message to the directory (firstAccepted). answer reaches both.
+		to          chan<- acceptRes
+		toDirectory func(acceptRes)
 	}
 	acceptRes struct {
 		id  string
@@ -92,6 +96,31 @@ type (
 	// already forwarded is answered first, by the retired Activation, in mailbox order.
 	retire struct{ pid *actor.PID }
 )
+
+// answer answers m: first the directory, for an Activation's first message (so
+// the directory takes its firstAccepted before anything the answered caller sends
+// next), then the caller, who reads only the first answer — a submit whose handler
+// answered and then panicked is answered again by HandleFailure, and that second
+// answer never blocks the directory (answerTo). The caller of a cold resume is
+// answered here, by the Activation, not through the directory: one hand-off fewer
+// before it returns.
+func (m *submit) answer(r acceptRes) {
+	if m.toDirectory != nil {
+		m.toDirectory(r)
+	}
+	if m.to != nil {
+		answerTo(m.to, r)
+	}
+}
+
+// answerTo sends r to ch (capacity 1) unless an answer is already there: the
+// caller gets the first answer, and a later one never blocks its sender.
+func answerTo(ch chan<- acceptRes, r acceptRes) {
+	select {
+	case ch <- r:
+	default:
+	}
+}
 
 // Status is an activation's view for listings and tests.
 type Status struct {
@@ -321,9 +350,7 @@ func (a *activationActor) retire(c actor.Context, cause error) {
 func (a *activationActor) refuse(msg any) {
 	switch m := msg.(type) {
 	case *submit:
-		if m.reply != nil {
-			m.reply(acceptRes{err: a.retired})
-		}
+		m.answer(acceptRes{err: a.retired})
 	case *interrupt:
 		m.reply(a.retired)
 	case *report:

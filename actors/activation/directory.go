@@ -41,13 +41,12 @@ type (
 		childID, messageID string
 		err                error
 	}
+	// followupReq is a followup to child id. Its submit (ctx, parent, content,
+	// source and the caller's answer channel) is the one the directory forwards to
+	// the child's Activation, parentKind set: one allocation per followup for both.
 	followupReq struct {
-		ctx     context.Context
-		parent  *owner.Agent
-		id      string
-		content []session.Block
-		source  session.Source
-		reply   chan<- acceptRes
+		submit
+		id string
 	}
 	interruptReq struct {
 		target string

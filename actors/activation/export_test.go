@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/troupe-rt/troupe/actors/owner"
 )
@@ -67,4 +68,13 @@ func (m *Manager) DeliverToActivation(childID string, msg owner.Message) bool {
 		m.root.Send(e.pid, &inboxIn{msg: msg, wake: true})
 	}
 	return ok
+}
+
+// StallDirectory queues a message that holds the directory, once it reaches it,
+// until release is called: test control of what the directory has handled.
+func (m *Manager) StallDirectory() (release func()) {
+	gate := make(chan struct{})
+	m.root.Send(m.pid, &inspectReq{fn: func(*directoryActor) { <-gate }})
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
 }

@@ -187,13 +187,17 @@ func (c *Core) next() Effect {
 		return Effect{}
 	}
 	if c.running == nil && !c.parked && c.awake && len(c.queue) > 0 {
-		m, rest := c.queue[0], c.queue[1:]
+		// The running message is the queue's head, in place: the queue moves past
+		// it and never writes that slot again (appends go past its end), so no copy
+		// of the message is made per turn.
+		run, rest := &c.queue[0], c.queue[1:]
 		if pm, prest, ok := plantedTake(c.queue); ok {
-			m, rest = pm, prest
+			picked := pm // a copy, made only when planted
+			run, rest = &picked, prest
 		}
 		c.queue = rest
-		c.running = &m
-		return Effect{StartTurn: &m}
+		c.running = run
+		return Effect{StartTurn: run}
 	}
 	if c.running == nil && len(c.queue) == 0 {
 		c.awake = false

@@ -46,36 +46,36 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 	}
 	if !m.first {
 		if m.parent == nil || !a.m.live(context.Background(), m.parent) {
-			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
+			m.answer(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
 		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind {
-			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
+			m.answer(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}
 	}
 	if a.core.Closing() {
-		m.reply(acceptRes{err: closingErr(a.c.id)})
+		m.answer(acceptRes{err: closingErr(a.c.id)})
 		return
 	}
 	if m.ctx != nil && m.ctx.Err() != nil {
-		m.reply(acceptRes{err: context.Cause(m.ctx)})
+		m.answer(acceptRes{err: context.Cause(m.ctx)})
 		return
 	}
 	msg, err := a.accept(m.content, m.source, false)
 	if err != nil {
 		if errors.Is(err, session.ErrStaleEpoch) { // another activation owns the session now
 			a.retire(c, err)
-			m.reply(acceptRes{err: a.retired})
+			m.answer(acceptRes{err: a.retired})
 			return
 		}
-		m.reply(acceptRes{err: messages.Errorf(subagent.CodePersistenceUnavailable,
+		m.answer(acceptRes{err: messages.Errorf(subagent.CodePersistenceUnavailable,
 			"subagent %q: the message could not be made durable (%v); it was not accepted", a.c.id, err)})
 		return
 	}
 	fault.Yield(PointActivationAccept)
 	a.announce()
-	m.reply(acceptRes{id: msg.ID})
+	m.answer(acceptRes{id: msg.ID})
 	a.apply(c, a.core.Admit(msg, true))
 }
 
@@ -88,7 +88,7 @@ func (a *activationActor) preAccepted(c actor.Context, m *submit) {
 	a.held, a.c.pre = nil, nil
 	fault.Yield(PointActivationAccept)
 	a.announce()
-	m.reply(acceptRes{id: id})
+	m.answer(acceptRes{id: id})
 	if fault.Point(PointActivationRecordedCrash) {
 		panic("activation: planted crash after a cold restore's answer (" + PointActivationRecordedCrash + ")")
 	}

@@ -186,7 +186,7 @@ func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
 			_ = d.m.deps.Store.Delete(context.Background(), e.id)
 			p.start.reply <- startRes{err: err}
 		} else {
-			p.resume.reply <- acceptRes{err: err}
+			p.resume.refuse(err) // dropped if the Activation answered before it stopped
 		}
 	}
 	d.redispatch(c, e)

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/actors/registry"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
@@ -127,7 +128,10 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	}
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{},
 		kids: map[string]map[string]*entry{}, below: map[string]belowDrain{}}
-	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
+	// The directory is busy (every operation of every child passes through it):
+	// troupe's ring mailbox, which allocates nothing per message or per run.
+	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()),
+		actor.WithMailbox(mailbox.Producer))
 	if deps.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(deps.Dispatcher))
 	}
@@ -337,23 +341,43 @@ func (m *Manager) Followup(ctx context.Context, parent *owner.Agent, childID, co
 }
 
 // FollowupHere is Followup on this Manager, whatever its Placement.
+//
+// SPEC §6.1's availability is not asked of the registry up front: a followup is
+// accepted only for the exact live parent, and a registered agent means that the
+// agent registry is mounted, so an accepted followup had the agents service. A
+// refused one asks then (unavailableOr), and is answered CONTINUATION_UNAVAILABLE
+// if the service is absent, as if it had been asked first — nothing was written
+// before the refusal. The registry round trip leaves the accepted followup's path.
 func (m *Manager) FollowupHere(ctx context.Context, parent *owner.Agent, childID, content string, source session.Source) (string, error) {
 	if ctx.Err() != nil {
 		return "", job.Aborted(ctx)
 	}
-	if !m.available(ctx) {
+	if m.deps.Jobs == nil {
 		return "", unavailable()
 	}
 	if m.draining.Load() {
-		return "", draining()
+		return "", m.unavailableOr(draining())
 	}
 	if m.deps.Store == nil {
-		return "", messages.Errorf(subagent.CodePersistenceUnavailable, PersistenceUnavailable)
+		return "", m.unavailableOr(messages.Errorf(subagent.CodePersistenceUnavailable, PersistenceUnavailable))
 	}
 	reply := make(chan acceptRes, 1)
-	m.root.Send(m.pid, &followupReq{ctx: ctx, parent: parent, id: childID, content: text(content), source: source, reply: reply})
+	m.root.Send(m.pid, &followupReq{submit: submit{ctx: ctx, parent: parent, content: text(content), source: source, to: reply}, id: childID})
 	res := <-reply // the directory applies ctx up to acceptance and always answers
-	return res.id, res.err
+	if res.err != nil {
+		return "", m.unavailableOr(res.err)
+	}
+	return res.id, nil
+}
+
+// unavailableOr is a refused followup's answer: CONTINUATION_UNAVAILABLE if the
+// agents service is absent (SPEC §6.1: it is checked first), else err. It asks the
+// registry without the caller's ctx, whose end must not read as an absent service.
+func (m *Manager) unavailableOr(err error) error {
+	if !m.available(context.Background()) {
+		return unavailable()
+	}
+	return err
 }
 
 // Interrupt stops target's current turn and parks its queued messages (SPEC §6.4).

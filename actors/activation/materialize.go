@@ -106,13 +106,14 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 }
 
 // submitFirst sends an Activation's first message; its answer comes back to the
-// directory as firstAccepted.
+// directory as firstAccepted, and a cold resume's caller (s.to) has it from the
+// Activation (submit.answer).
 func (d *directoryActor) submitFirst(c actor.Context, e *entry, s *submit) {
 	if pe := d.parentEntry(e.parent); pe != nil {
 		c.Send(pe.pid, &ownChild{id: e.id}) // owned before its first message can be accepted
 	}
 	root, self, id := c.ActorSystem().Root, c.Self(), e.id
-	s.reply = func(r acceptRes) { root.Send(self, &firstAccepted{id: id, res: r}) }
+	s.toDirectory = func(r acceptRes) { root.Send(self, &firstAccepted{id: id, res: r}) }
 	c.Send(e.pid, s)
 }
 
@@ -129,8 +130,7 @@ func (d *directoryActor) firstAccepted(c actor.Context, m *firstAccepted) {
 		p.start.reply <- startRes{err: m.res.err}
 	case p.start != nil:
 		p.start.reply <- startRes{childID: m.id, messageID: m.res.id}
-	default:
-		p.resume.reply <- m.res
+	default: // the caller has its answer from the Activation (submit.answer)
 		if m.res.err != nil && !e.closing {
 			// A cold resume that accepted nothing: the Activation is settled.
 			d.settled(c, e.id)

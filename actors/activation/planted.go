@@ -45,11 +45,11 @@ func (d *directoryActor) plantedResumeCold(c actor.Context, m *followupReq, clai
 	e, err := d.materialize(c, m.id, m.parent, claimed.label)
 	if err != nil {
 		d.index(claimed)
-		m.reply <- acceptRes{err: err}
+		m.refuse(err)
 		return true
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, content: m.content, source: m.source, ctx: m.ctx})
+	d.submitFirst(c, e, &m.submit)
 	return true
 }
 

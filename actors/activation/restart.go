@@ -33,7 +33,7 @@ func (d *directoryActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervi
 		"subagent %q activation failed while handling the message (%v); it restarts from its persisted session", id, reason)
 	switch m := message.(type) {
 	case *submit:
-		m.reply(acceptRes{err: err})
+		m.answer(acceptRes{err: err})
 	case *interrupt:
 		m.reply(err)
 	case *report:

@@ -44,7 +44,7 @@ func (d *directoryActor) recipient(s, kind string) *actor.PID {
 // followup is SPEC §6.3's routing.
 func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 	if err := d.admission(m.parent); err != nil {
-		m.reply <- acceptRes{err: err}
+		m.refuse(err)
 		return
 	}
 	if e := d.acts[m.id]; e != nil {
@@ -58,66 +58,68 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 			*e.waiting = append(*e.waiting, m) // retried once the lock is free
 			return
 		}
-		reply := m.reply
 		fault.Yield(PointDirectoryRoute)
-		c.Send(e.pid, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source, ctx: m.ctx,
-			reply: func(r acceptRes) { reply <- r }})
+		m.parentKind = d.kindOf(m.parent)
+		c.Send(e.pid, &m.submit) // the Activation answers the caller
 		return
 	}
 	// Cold resume from the store; the provider is not called.
 	if m.ctx.Err() != nil {
-		m.reply <- acceptRes{err: context.Cause(m.ctx)}
+		m.refuse(context.Cause(m.ctx))
 		return
 	}
 	head, err := d.m.deps.Store.Head(m.ctx, m.id) // the log is read once, by Activate
 	if err != nil {
 		if m.ctx.Err() != nil {
-			m.reply <- acceptRes{err: context.Cause(m.ctx)}
+			m.refuse(context.Cause(m.ctx))
 			return
 		}
-		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id)}
+		m.refuse(messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id))
 		return
 	}
 	if !d.m.live(context.Background(), m.parent) {
-		m.reply <- acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", m.id)}
+		m.refuse(unauthorized("subagent %q delivery requires the exact live parent agent", m.id))
 		return
 	}
 	if head.Header.ParentSession != authorisedSession(m.parent, m.source) || head.Header.ParentKind != d.kindOf(m.parent) {
-		m.reply <- acceptRes{err: unauthorized("subagent %q belongs to another parent session", m.id)}
+		m.refuse(unauthorized("subagent %q belongs to another parent session", m.id))
 		return
 	}
 	desc, err := ParseDescriptor(head.Descriptor)
 	if err != nil || desc.Mode != "continuable" {
 		if err != nil && desc.Version == DescriptorVersion {
-			m.reply <- acceptRes{err: err} // a corrupt current-version descriptor
+			m.refuse(err) // a corrupt current-version descriptor
 			return
 		}
-		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeNotResumable,
-			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", m.id)}
+		m.refuse(messages.Errorf(subagent.CodeNotResumable,
+			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", m.id))
 		return
 	}
 	if pe := d.parentEntry(m.parent); pe != nil && pe.closing {
-		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", pe.id)}
+		m.refuse(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id))
 		return
 	}
 	if a := d.disposingLineage(m.parent); a != nil {
-		m.reply <- acceptRes{err: messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", a.Session())}
+		m.refuse(messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session()))
 		return
 	}
 	// The epoch and the message in one commit (Store.ResumeAccept); the submit
-	// that follows answers with it.
+	// that follows answers with it, from the Activation.
 	msg := session.InboxMessage{ID: newMessageID(), Content: m.content, Source: m.source, AcceptedAt: d.m.now()}
 	e, err := d.materializeCold(c, m.id, m.parent, desc.Label, msg)
 	if err != nil {
-		m.reply <- acceptRes{err: err}
+		m.refuse(err)
 		return
 	}
 	e.starting = &pending{resume: m}
-	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content, source: m.source,
-		ctx: m.ctx, pre: true})
+	m.parentKind, m.pre = d.kindOf(m.parent), true
+	d.submitFirst(c, e, &m.submit)
 }
+
+// refuse answers the followup with err.
+func (m *followupReq) refuse(err error) { answerTo(m.to, acceptRes{err: err}) }
 
 // redispatch runs again the operations that waited on e's lock.
 func (d *directoryActor) redispatch(c actor.Context, e *entry) {

@@ -57,8 +57,17 @@ type Options struct {
 	Inspector *actor.PID
 }
 
-// SetBusy tells the owner actor whether the agent is running a turn.
-func (a *Agent) SetBusy(busy bool) { a.root.Send(a.pid, &setBusy{Busy: busy}) }
+// SetBusy tells the owner actor whether the agent is running a turn (with one of
+// two shared messages, which the actor only reads: no allocation per turn).
+func (a *Agent) SetBusy(busy bool) {
+	m := idleMsg
+	if busy {
+		m = busyMsg
+	}
+	a.root.Send(a.pid, m)
+}
+
+var busyMsg, idleMsg = &setBusy{Busy: true}, &setBusy{Busy: false}
 
 // InboxClaimed tells the owner actor the agent claimed an inbox message whose
 // source kind is kind ("user" resets the wake budget).

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,10 +142,24 @@ func (r *contRig) newResident(b *testing.B, id string) {
 	})
 }
 
+// release disposes child id made by newResident (its keeper first, see
+// DrainContinuableChildren; the keeper's held turn is cancelled, so no turn
+// starts) and deletes both sessions from the store: a benchmark that moves on to
+// a fresh child holds no more than one child's history, in the store and in its
+// resident Activation, whatever b.N (a heap growing with b.N would make each GC
+// cycle, and so the figure, grow with it).
+func (r *contRig) release(b *testing.B, id string) {
+	b.Helper()
+	ctx := context.Background()
+	require.NoError(b, r.m.DrainContinuableChildren(ctx, r.parent, []string{id}))
+	require.NoError(b, r.store.Delete(ctx, id))
+	require.NoError(b, r.store.Delete(ctx, id+"-keeper"))
+}
+
 // rotateEvery keeps the sessions of the short-history followup benchmarks short:
 // after this many followups the benchmark moves on to a fresh resident child (set
-// up with the timer stopped), so the figure does not drift with b.N as the
-// in-memory store's log grows. A turn no longer copies the history (Turn.History
+// up with the timer stopped) and releases the previous one (release), so the
+// figure does not drift with b.N as the in-memory store's log grows. A turn no longer copies the history (Turn.History
 // is handed over shared, or read on demand), so its cost does not grow with the
 // session: BenchmarkContinuableFollowupToTurnStartHistory10k measures a long one.
 const rotateEvery = 64
@@ -161,15 +176,20 @@ func BenchmarkContinuableFollowupToTurnStart(b *testing.B) {
 	for b.Loop() {
 		if n%rotateEvery == 0 {
 			b.StopTimer()
+			if id != "" {
+				r.release(b, id)
+			}
 			id = "c" + strconv.Itoa(n/rotateEvery)
 			r.newResident(b, id)
 			b.StartTimer()
 		}
 		n++
+		region := trace.StartRegion(ctx, "followup")
 		if _, err := r.m.Followup(ctx, r.parent, id, "x", coordinatorP); err != nil {
 			b.Fatal(err)
 		}
 		<-r.runner.started
+		region.End()
 	}
 }
 
@@ -200,8 +220,8 @@ const throughputWindow = 64
 // resident Activation (each waits for its acceptance), with at most
 // throughputWindow of them accepted but not yet started; every turn runs. Reports
 // followups/s; ns/op is the time per followup. Every 8×rotateEvery followups the
-// benchmark drains the window and moves on to a fresh resident child (untimed), to
-// bound the history. In-memory store.
+// benchmark drains the window and moves on to a fresh resident child, releasing
+// the previous one (untimed), to bound the history. In-memory store.
 func BenchmarkContinuableFollowupThroughput(b *testing.B) {
 	r := newContRig(b, session.NewMemory())
 	ctx := context.Background()
@@ -212,6 +232,9 @@ func BenchmarkContinuableFollowupThroughput(b *testing.B) {
 			b.StopTimer()
 			for ; outstanding > 0; outstanding-- {
 				<-r.runner.started
+			}
+			if id != "" {
+				r.release(b, id)
 			}
 			id = "c" + strconv.Itoa(n)
 			r.newResident(b, id)
@@ -289,10 +312,12 @@ func coldRestore(b *testing.B, r *contRig, next func() string) {
 		b.StopTimer()
 		id := next()
 		b.StartTimer()
+		region := trace.StartRegion(ctx, "restore")
 		if _, err := r.m.Followup(ctx, r.parent, id, "x", coordinatorP); err != nil {
 			b.Fatal(err)
 		}
 		<-r.runner.started
+		region.End()
 		b.StopTimer()
 		r.awaitLive(b, 0)
 		b.StartTimer()
@@ -337,6 +362,29 @@ func BenchmarkContinuableColdRestore10kTurns(b *testing.B) {
 	s.DB().NoSync = false
 	syncBuilt(b, s)
 	coldRestore(b, r, func() string { return "big" })
+}
+
+// BenchmarkFloorBoltCommit is the disk's share of a cold restore, measured in the
+// same run: one op is one synced bbolt commit alone (Store.Accept of a message to a
+// session of the same file, a write with no other in flight: bolt.Update), whose
+// two fdatasyncs (its pages, then its meta page) are those of the cold restore's
+// ResumeAccept commit. What a cold restore takes beyond it is CPU and hand-offs.
+func BenchmarkFloorBoltCommit(b *testing.B) {
+	s := openBolt(b)
+	ctx := context.Background()
+	s.DB().NoSync = true
+	buildSession(b, s, "floor", 10)
+	s.DB().NoSync = false
+	syncBuilt(b, s)
+	snap, err := s.Activate(ctx, "floor")
+	require.NoError(b, err)
+	msg := session.InboxMessage{ID: "m", Content: []session.Block{{Type: "text", Text: "x"}}, Source: coordinatorP}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Accept(ctx, "floor", snap.Header.Epoch, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // memActivations is how many idle resident Activations BenchmarkMemoryIdleActivation holds.

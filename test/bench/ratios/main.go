@@ -222,6 +222,7 @@ var ratios = []ratio{
 	{"continuable followup→turn start (resident) / floor request-response", "ContinuableFollowupToTurnStart", "FloorRequestResponse", "ns/op", info, ""},
 	{"continuable followup→turn start, 10k-turn history / short history", "ContinuableFollowupToTurnStartHistory10k", "ContinuableFollowupToTurnStart", "ns/op", info, ""},
 	{"continuable cold restore (bbolt), 10 turns / floor request-response", "ContinuableColdRestore10Turns", "FloorRequestResponse", "ns/op", info, ""},
+	{"continuable cold restore (bbolt), 10 turns / one synced bbolt commit alone (the disk's share: ResumeAccept's commit)", "ContinuableColdRestore10Turns", "FloorBoltCommit", "ns/op", info, ""},
 	// issue 15: cold restore, ≤ 1.5× between 10 and 10,000 turns ("the real goal").
 	{"continuable cold restore (bbolt), 10k turns / 10 turns", "ContinuableColdRestore10kTurns", "ContinuableColdRestore10Turns", "ns/op", atMost(1.5), ""},
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"sync"
 	"strings"
 	"testing"
 	"time"
@@ -398,7 +399,10 @@ func (r *contRig) awaitIdle(b *testing.B, n int) {
 // idleActivationMemory is one measurement of BenchmarkMemoryIdleActivation with n
 // children, on a fresh System and bbolt file: it returns the heap plus stacks and
 // the goroutines per idle resident Activation (BenchmarkScaleActivations uses it
-// at 10k and 20k).
+// at 10k and 20k). The heap is the live heap's growth; the stacks are those of the
+// goroutines alive at the end and not at the baseline, each charged what a parked
+// goroutine holds (warmGoroutines: its stack and its descriptor), so the reading is
+// the same from run to run (±5 B) and still counts any goroutine an Activation keeps.
 func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64) {
 	b.Helper()
 	s, err := session.OpenBolt(filepath.Join(b.TempDir(), "mem.db"))
@@ -415,8 +419,9 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	for k := range ids {
 		ids[k] = "idle-" + strconv.Itoa(k)
 	}
+	perGoroutine := warmGoroutines(n + 1024)
 	g0 := runtime.NumGoroutine()
-	before := heapInUse()
+	before := liveHeap()
 	writeHeapProfileBase(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	for _, id := range ids {
 		if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
@@ -431,10 +436,11 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 		}
 	}
 	r.awaitIdle(b, n)
-	after := heapInUse()
+	after := liveHeap()
 	writeHeapProfile(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
-	bytesPer = float64(after-before) / float64(n)
-	goroutinesPer = float64(runtime.NumGoroutine()-g0) / float64(n)
+	goroutines := runtime.NumGoroutine() - g0
+	bytesPer = float64(after-before+int64(max(goroutines, 0))*perGoroutine) / float64(n)
+	goroutinesPer = float64(goroutines) / float64(n)
 	runtime.KeepAlive(ids)
 	// The drain takes time linear in n (≈ 0.9 ms per Activation with its build, on 2
 	// cores): the budget grows with n beyond settleBudget.
@@ -445,7 +451,56 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	return bytesPer, goroutinesPer
 }
 
-// writeHeapProfileBase writes the heap profile as of the baseline (the GC heapInUse
+// liveHeap collects garbage (twice, so finalizer-freed objects are gone too) and
+// returns the bytes of live heap objects. Goroutine stacks are not in it: an idle
+// Activation's are counted from the live goroutines (idleActivationMemory), since
+// StackInuse is mostly the runtime's caches — the stacks dead goroutines keep for
+// reuse (up to 63 per P) and the free slots of stack spans — which moved it by
+// −30 to −390 B per Activation from one run to the next with no goroutine more.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// warmGoroutines runs k goroutines at once and lets them end, and returns what one
+// of them held while parked (heap and stack): the cost idleActivationMemory charges
+// for each goroutine the idle Activations keep. It also leaves k dead goroutine
+// descriptors for the build to reuse: the runtime never frees one (≈ 480 B of
+// heap), so goroutines that come and go while the children are built must not add
+// new ones to the reading past the most alive at once so far. k is above what the
+// build runs at once.
+func warmGoroutines(k int) int64 {
+	before := heapAndStacks()
+	release := make(chan struct{})
+	var parked, done sync.WaitGroup
+	parked.Add(k)
+	done.Add(k)
+	for range k {
+		go func() {
+			defer done.Done()
+			parked.Done()
+			<-release
+		}()
+	}
+	parked.Wait()
+	per := (heapAndStacks() - before) / int64(k)
+	close(release)
+	done.Wait()
+	return per
+}
+
+// heapAndStacks is the live heap plus the goroutine stacks in use, after a GC.
+func heapAndStacks() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// writeHeapProfileBase writes the heap profile as of the baseline (the GC liveHeap
 // just ran) to the file named by env plus ".base", if env is set: with it,
 // go tool pprof -diff_base shows only what the measured Activations hold.
 func writeHeapProfileBase(b *testing.B, env string) {

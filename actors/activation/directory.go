@@ -107,7 +107,7 @@ type liveEntry struct {
 
 // entry is a live activation as the directory knows it. It holds its actor's
 // carry (one allocation for both): the carry's identity fields (id, label, agent,
-// parent, ancestry, and the header's parentSes, parentKind, depth and cwd) are
+// parent, up, and the header's parentSes, parentKind, depth and cwd) are
 // written before the spawn and never after, so the directory
 // reads them as its own; the rest of the carry is the actor's (the directory reads
 // its turn's quiet and cancel only once the actor has crashed, see HandleFailure),

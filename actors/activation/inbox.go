@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -141,7 +140,7 @@ func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 	switch {
 	case auth.Ancestor == nil && auth.ParentSession != a.c.parentSes:
 		return unauthorized("subagent %q belongs to another parent session", a.c.id)
-	case auth.Ancestor != nil && !slices.Contains(a.c.ancestry, auth.Ancestor.PID().Id):
+	case auth.Ancestor != nil && !a.c.hasAncestor(auth.Ancestor.PID().Id):
 		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.id, auth.Ancestor.Session())
 	case a.core.Closing():
 		return nil

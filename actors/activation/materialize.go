@@ -71,7 +71,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	parentDepth, cwd := 0, ""
 	if pe != nil {
-		parentDepth, cwd = pe.depth, pe.cwd
+		parentDepth, cwd = int(pe.depth), pe.cwd
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
 	}
@@ -227,17 +227,12 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
 	name := activationName(id, d.spawned)
-	ancestry := []string{parent.PID().Id}
-	for cur := parent.PID().Id; ; {
-		pid, ok := d.byAgent[cur]
-		if !ok {
-			break
-		}
-		cur = d.acts[pid].parent.PID().Id
-		ancestry = append(ancestry, cur)
+	var up *carry
+	if pe := d.parentEntry(parent); pe != nil {
+		up = &pe.carry
 	}
-	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre,
-		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}}
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
+		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: int32(h.DelegationDepth), cwd: h.Cwd}}
 	if started {
 		e.carry.recorded = pre.ID
 	}

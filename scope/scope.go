@@ -19,18 +19,19 @@ var nextID atomic.Uint64
 // Scope is a node of the registration tree. The zero value is not usable; make a
 // root with NewRoot and children with Child.
 //
-// Every live agent incarnation has one, so it is kept to 112 B: its id is the last
-// of its chain, and what only a disposal needs lives in a record made by the first
-// Dispose.
+// Every live agent incarnation has one, so it is kept to 96 B: what only some
+// scopes use is made on first use — its chain by the first Chain, its children's
+// list by the first Child, and what a disposal needs by the first Dispose.
 type Scope struct {
 	label  string
 	parent *Scope
-	chain  []ID // root first, this scope last (its id); immutable
+	id     ID
+	chain  atomic.Pointer[[]ID] // root first, this scope last; built by the first Chain, then immutable
 
 	mu struct {
 		sync.Mutex
 		effects  []*Effect
-		children []*Scope
+		children *[]*Scope // nil: none made yet
 		disposal *disposal // nil until Dispose begins: non-nil is disposed
 	}
 }
@@ -43,23 +44,26 @@ type disposal struct {
 
 // NewRoot makes a global scope: the root of a new tree.
 func NewRoot(label string) *Scope {
-	return &Scope{label: label, chain: []ID{ID(nextID.Add(1))}}
+	return &Scope{label: label, id: ID(nextID.Add(1))}
 }
 
 // Child makes a scope under s. It fails with scope/disposed once s is disposed.
 func (s *Scope) Child(label string) (*Scope, error) {
-	c := &Scope{label: label, parent: s, chain: append(slices.Clip(s.chain), ID(nextID.Add(1)))}
+	c := &Scope{label: label, parent: s, id: ID(nextID.Add(1))}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.disposal != nil {
 		return nil, disposedErr(s)
 	}
-	s.mu.children = append(s.mu.children, c)
+	if s.mu.children == nil {
+		s.mu.children = new([]*Scope)
+	}
+	*s.mu.children = append(*s.mu.children, c)
 	return c, nil
 }
 
 // ID returns the scope's identity.
-func (s *Scope) ID() ID { return s.chain[len(s.chain)-1] }
+func (s *Scope) ID() ID { return s.id }
 
 // Label returns the label the scope was made with.
 func (s *Scope) Label() string { return s.label }
@@ -68,7 +72,19 @@ func (s *Scope) Label() string { return s.label }
 func (s *Scope) Parent() *Scope { return s.parent }
 
 // Chain returns the ids from the root to s (root first). Callers must not modify it.
-func (s *Scope) Chain() []ID { return s.chain }
+func (s *Scope) Chain() []ID {
+	if c := s.chain.Load(); c != nil {
+		return *c
+	}
+	var c []ID
+	if s.parent != nil {
+		c = append(slices.Clip(s.parent.Chain()), s.id)
+	} else {
+		c = []ID{s.id}
+	}
+	s.chain.CompareAndSwap(nil, &c) // a concurrent first call built the same ids
+	return *s.chain.Load()
+}
 
 // Root reports whether s is a root (global) scope.
 func (s *Scope) Root() bool { return s.parent == nil }
@@ -187,7 +203,10 @@ func (s *Scope) Dispose(ctx context.Context) error {
 
 func (s *Scope) teardown(d *disposal) {
 	s.mu.Lock()
-	children := s.mu.children
+	var children []*Scope
+	if s.mu.children != nil {
+		children = *s.mu.children
+	}
 	s.mu.children = nil
 	s.mu.Unlock()
 	var errs []error
@@ -212,8 +231,10 @@ func (s *Scope) teardown(d *disposal) {
 	d.err = errors.Join(errs...)
 	if p := s.parent; p != nil {
 		p.mu.Lock()
-		if i := slices.Index(p.mu.children, s); i >= 0 {
-			p.mu.children = slices.Delete(p.mu.children, i, i+1)
+		if kids := p.mu.children; kids != nil {
+			if i := slices.Index(*kids, s); i >= 0 {
+				*kids = slices.Delete(*kids, i, i+1)
+			}
 		}
 		p.mu.Unlock()
 	}

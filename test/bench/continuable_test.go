@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -452,17 +453,19 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 }
 
 // liveHeap collects garbage (twice, so finalizer-freed objects are gone too) and
-// returns the bytes of live heap objects. Goroutine stacks are not in it: an idle
-// Activation's are counted from the live goroutines (idleActivationMemory), since
-// StackInuse is mostly the runtime's caches — the stacks dead goroutines keep for
-// reuse (up to 63 per P) and the free slots of stack spans — which moved it by
+// returns the bytes of heap objects the last collection marked live
+// (/gc/heap/live:bytes; HeapAlloc also counts what was allocated since that
+// collection's mark, by whatever ran meanwhile). Goroutine stacks are not in it:
+// an idle Activation's are counted from the live goroutines (idleActivationMemory),
+// since StackInuse is mostly the runtime's caches — the stacks dead goroutines keep
+// for reuse (up to 63 per P) and the free slots of stack spans — which moved it by
 // −30 to −390 B per Activation from one run to the next with no goroutine more.
 func liveHeap() int64 {
 	runtime.GC()
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return int64(live[0].Value.Uint64())
 }
 
 // warmGoroutines runs k goroutines at once and lets them end, and returns what one

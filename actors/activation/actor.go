@@ -204,7 +204,7 @@ type activationActor struct {
 type headerRest struct {
 	origin     string
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 288 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 256 B)
 	version    int32
 }
 

@@ -37,7 +37,20 @@ func (d *directoryActor) indexProblems() []string {
 	if len(lost) > 0 {
 		out = append(out, fmt.Sprintf("%d entries not found by their Activation's PID (%v)", len(lost), lost))
 	}
-	if !maps.EqualFunc(kids, d.kids, func(a, b map[string]*entry) bool { return maps.Equal(a, b) }) {
+	listed := map[string]map[string]*entry{}
+	for parent, set := range d.kids {
+		listed[parent] = map[string]*entry{}
+		for i, e := range set {
+			listed[parent][e.id] = e
+			if int(e.kidAt) != i {
+				out = append(out, fmt.Sprintf("kids of %s: %s at %d says %d", parent, e.id, i, e.kidAt))
+			}
+		}
+		if len(set) == 0 {
+			out = append(out, fmt.Sprintf("kids of %s is empty, not removed", parent))
+		}
+	}
+	if !maps.EqualFunc(kids, listed, func(a, b map[string]*entry) bool { return maps.Equal(a, b) }) {
 		out = append(out, fmt.Sprintf("kids has %d parents, want %d", len(d.kids), len(kids)))
 	}
 	return out

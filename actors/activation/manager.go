@@ -126,7 +126,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 		m.logger = slog.Default()
 	}
 	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{},
-		kids: map[string]map[string]*entry{}, below: map[string]belowDrain{}}
+		kids: map[string][]*entry{}, below: map[string]belowDrain{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
 	if deps.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(deps.Dispatcher))

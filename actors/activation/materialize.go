@@ -325,10 +325,8 @@ func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
 	d.byAgent[e.agent.PID().Id] = e.id
 	parent := e.parent.PID().Id
-	if d.kids[parent] == nil {
-		d.kids[parent] = map[string]*entry{}
-	}
-	d.kids[parent][e.id] = e
+	e.kidAt = int32(len(d.kids[parent]))
+	d.kids[parent] = append(d.kids[parent], e)
 }
 
 // unindex removes e from the directory and from every index; an entry that is no
@@ -342,10 +340,17 @@ func (d *directoryActor) unindex(e *entry) {
 		delete(d.byAgent, e.agent.PID().Id)
 	}
 	parent := e.parent.PID().Id
-	if set := d.kids[parent]; set[e.id] == e {
-		delete(set, e.id)
-		if len(set) == 0 {
+	if set := d.kids[parent]; int(e.kidAt) < len(set) && set[e.kidAt] == e {
+		last := len(set) - 1
+		if i := e.kidAt; int(i) != last {
+			set[i] = set[last]
+			set[i].kidAt = i
+		}
+		set[last] = nil
+		if last == 0 {
 			delete(d.kids, parent)
+		} else {
+			d.kids[parent] = set[:last] // its room stays, as a map's did, until the parent has none
 		}
 	}
 }

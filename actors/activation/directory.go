@@ -138,8 +138,8 @@ type entry struct {
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
-	byAgent  map[string]string            // child agent PID Id → child id
-	kids     map[string][]*entry          // parent agent PID Id → the entries it started (entry.kidAt)
+	byAgent  map[string]string   // child agent PID Id → child id
+	kids     map[string][]*entry // parent agent PID Id → the entries it started (entry.kidAt)
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
 	waits    []*drainWait

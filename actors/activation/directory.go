@@ -138,7 +138,7 @@ type entry struct {
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
-	byAgent  map[string]string   // child agent PID Id → child id
+	byAgent  map[string]*entry   // child agent PID Id → its entry
 	kids     map[string][]*entry // parent agent PID Id → the entries it started (entry.kidAt)
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
@@ -166,12 +166,12 @@ func (d *directoryActor) Receive(c actor.Context) {
 	case *interruptReq:
 		d.interrupt(c, m)
 	case *reportReq:
-		id, ok := d.byAgent[m.child.PID().Id]
-		if !ok || d.acts[id].closing || !d.m.live(context.Background(), m.child) {
+		e, ok := d.byAgent[m.child.PID().Id]
+		if !ok || e.closing || !d.m.live(context.Background(), m.child) {
 			m.reply <- acceptRes{err: unauthorized("agent %q is not a live continuable subagent and cannot report", m.child.Session())}
 			return
 		}
-		reply, e := m.reply, d.acts[id]
+		reply := m.reply
 		c.Send(e.pid, &report{to: d.recipient(e.parentSes, e.parentKind), content: m.content, quiet: m.quiet,
 			reply: func(r acceptRes) { reply <- r }})
 	case *liveReq:

@@ -58,11 +58,11 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 			delete(d.below, cur) // that parent left the registry: the drain is over
 			b.end.Detach()
 		}
-		id, ok := d.byAgent[cur]
+		e, ok := d.byAgent[cur]
 		if !ok {
 			break
 		}
-		cur = d.acts[id].parent.PID().Id
+		cur = e.parent.PID().Id
 	}
 	return nil
 }

@@ -18,10 +18,10 @@ func (m *Manager) IndexProblems() []string {
 }
 
 func (d *directoryActor) indexProblems() []string {
-	byAgent, kids := map[string]string{}, map[string]map[string]*entry{}
+	byAgent, kids := map[string]*entry{}, map[string]map[string]*entry{}
 	var lost []string
 	for id, e := range d.acts {
-		byAgent[e.agent.PID().Id] = id
+		byAgent[e.agent.PID().Id] = e
 		if d.byActivation(e.pid) != e {
 			lost = append(lost, e.pid.Id)
 		}

@@ -125,7 +125,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]string{},
+	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]*entry{},
 		kids: map[string][]*entry{}, below: map[string]belowDrain{}}
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()))
 	if deps.Dispatcher != nil {

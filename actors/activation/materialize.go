@@ -31,10 +31,7 @@ type pending struct {
 
 // parentEntry returns the Activation of a parent agent, if it is one.
 func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
-	if id, ok := d.byAgent[parent.PID().Id]; ok {
-		return d.acts[id]
-	}
-	return nil
+	return d.byAgent[parent.PID().Id]
 }
 
 // start is SPEC §6.2 steps 10–12 under the per-child lock: re-check admission, the
@@ -323,7 +320,7 @@ func (d *directoryActor) activationProps() *actor.Props {
 // index adds e to the directory and to every index.
 func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
-	d.byAgent[e.agent.PID().Id] = e.id
+	d.byAgent[e.agent.PID().Id] = e
 	parent := e.parent.PID().Id
 	e.kidAt = int32(len(d.kids[parent]))
 	d.kids[parent] = append(d.kids[parent], e)
@@ -336,7 +333,7 @@ func (d *directoryActor) unindex(e *entry) {
 	if d.acts[e.id] == e {
 		delete(d.acts, e.id)
 	}
-	if d.byAgent[e.agent.PID().Id] == e.id {
+	if d.byAgent[e.agent.PID().Id] == e {
 		delete(d.byAgent, e.agent.PID().Id)
 	}
 	parent := e.parent.PID().Id

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -354,7 +356,7 @@ const memActivations = 1_000
 // registration) and the directory's entry. The store is bbolt (its pages are
 // mmapped, not heap) with syncs off and no batch window, for speed only. Before
 // the baseline: protoactor's process registry is warmed up (warmProcessRegistry,
-// as for the job figures) and one child is started and settled. The "after"
+// as for the job figures) and one child is started, settled and torn down (awaitTornDown). The "after"
 // reading is taken once every child is idle with its queue parked (awaitIdle).
 // Reports B/activation and goroutines/activation. One op is one whole measurement
 // on a fresh System.
@@ -397,6 +399,29 @@ func (r *contRig) awaitIdle(b *testing.B, n int) {
 	}
 }
 
+// awaitTornDown waits until no node of session id is left in the supervision
+// tree: its Activation has stopped and so has its agent's owner actor, the last
+// step of the agent's disposal (which runs in the background once the Activation
+// is gone). A baseline taken while that disposal still ran (its goroutine showed
+// as −0.001 goroutines/activation) moved the reading by −340 to +90 B per
+// Activation between runs on a loaded machine: whatever the disposal freed, or
+// made, during the build was counted against the Activations.
+func (r *contRig) awaitTornDown(b *testing.B, id string) {
+	b.Helper()
+	deadline := time.Now().Add(settleBudget)
+	for {
+		snap, err := r.sys.Tree().Snapshot(context.Background())
+		require.NoError(b, err)
+		if !slices.ContainsFunc(snap.Nodes, func(n supervision.Node) bool { return n.Session == id }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("session %s still has nodes in the supervision tree:\n%s", id, snap)
+		}
+		runtime.Gosched()
+	}
+}
+
 // idleActivationMemory is one measurement of BenchmarkMemoryIdleActivation with n
 // children, on a fresh System and bbolt file: it returns the heap plus stacks and
 // the goroutines per idle resident Activation (BenchmarkScaleActivations uses it
@@ -416,6 +441,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	require.NoError(b, err)
 	<-r.runner.started
 	r.awaitLive(b, 0)
+	r.awaitTornDown(b, "warm")
 	ids := make([]string, n)
 	for k := range ids {
 		ids[k] = "idle-" + strconv.Itoa(k)

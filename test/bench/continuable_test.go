@@ -356,8 +356,9 @@ const memActivations = 1_000
 // registration) and the directory's entry. The store is bbolt (its pages are
 // mmapped, not heap) with syncs off and no batch window, for speed only. Before
 // the baseline: protoactor's process registry is warmed up (warmProcessRegistry,
-// as for the job figures) and one child is started, settled and torn down (awaitTornDown). The "after"
-// reading is taken once every child is idle with its queue parked (awaitIdle).
+// as for the job figures) and one child is started, settled and torn down
+// (awaitTornDown). The "after" reading is taken once every child is idle with its
+// queue parked (awaitIdle).
 // Reports B/activation and goroutines/activation. One op is one whole measurement
 // on a fresh System.
 func BenchmarkMemoryIdleActivation(b *testing.B) {

@@ -103,7 +103,7 @@ func (a *activationActor) announce() {
 	}
 	a.c.announce = true
 	if rt := a.m.deps.Runtime; rt != nil {
-		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
+		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.provider.String(),
 			ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
 	}
 }

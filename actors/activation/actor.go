@@ -130,7 +130,7 @@ type carry struct {
 	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
 	// reads the same): the parent of record and its namespace, the depth, the cwd.
 	parentSes  string
-	parentKind string
+	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 240 B
 	cwd        string
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
@@ -149,7 +149,7 @@ type carry struct {
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
-	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 256 B)
+	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 240 B)
 	announce bool  // some delivery was accepted in this epoch
 	opened   bool  // this epoch opened a turn
 	started  bool  // the first incarnation has started
@@ -192,7 +192,7 @@ type activationActor struct {
 	token uint64
 
 	retired *messages.Error // non-nil once retiring: every request is answered with it
-	base    int32           // see hist (32 bits: the Activation fits 256 B)
+	base    int32           // see hist (32 bits: the Activation fits 224 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
 	// held is carry.pre for the first incarnation, kept out of its restore until
 	// the submit marked pre has been answered (case 146: the caller hears of
@@ -225,7 +225,7 @@ func (n interned) String() string {
 
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
-	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind,
+	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind.String(),
 		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
 		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }

@@ -172,7 +172,7 @@ func (d *directoryActor) Receive(c actor.Context) {
 			return
 		}
 		reply := m.reply
-		c.Send(e.pid, &report{to: d.recipient(e.parentSes, e.parentKind), content: m.content, quiet: m.quiet,
+		c.Send(e.pid, &report{to: d.recipient(e.parentSes, e.parentKind.String()), content: m.content, quiet: m.quiet,
 			reply: func(r acceptRes) { reply <- r }})
 	case *liveReq:
 		out := make(map[string]liveEntry, len(m.ids))

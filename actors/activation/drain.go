@@ -79,7 +79,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 		if e == nil {
 			continue // absent ids are no-ops
 		}
-		if e.parentSes != m.parent.Session() || e.parentKind != d.kindOf(m.parent) {
+		if e.parentSes != m.parent.Session() || e.parentKind.String() != d.kindOf(m.parent) {
 			m.reply <- unauthorized("subagent %q is not a direct child of agent %q", id, m.parent.Session())
 			return
 		}

@@ -48,7 +48,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			m.reply(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
-		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind {
+		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind.String() {
 			m.reply(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}

@@ -140,7 +140,7 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 // Activation gets it in its own inbox, ahead of the release (same mailbox order);
 // any other parent through its owner actor, which picks the lane.
 func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
-	pid := d.recipient(e.parentSes, e.parentKind)
+	pid := d.recipient(e.parentSes, e.parentKind.String())
 	if pid == nil {
 		return
 	}

@@ -229,7 +229,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		up = &pe.carry
 	}
 	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
-		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: int32(h.DelegationDepth), cwd: h.Cwd}}
+		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: h.Cwd}}
 	if started {
 		e.carry.recorded = pre.ID
 	}

@@ -18,40 +18,47 @@ var nextID atomic.Uint64
 
 // Scope is a node of the registration tree. The zero value is not usable; make a
 // root with NewRoot and children with Child.
+//
+// Every live agent incarnation has one, so it is kept to 96 B: what only some
+// scopes use is made on first use — its chain by the first Chain, its children's
+// list by the first Child, and what a disposal needs by the first Dispose.
 type Scope struct {
-	id     ID
 	label  string
 	parent *Scope
-	chain  []ID // root first, this scope last; immutable
-
-	teardownErr error // written before mu.done closes, read after
+	id     ID
+	chain  atomic.Pointer[[]ID] // root first, this scope last; built by the first Chain, then immutable
 
 	mu struct {
 		sync.Mutex
 		effects  []*Effect
-		children []*Scope
-		disposed bool
-		done     chan struct{} // closed when a Dispose has finished
+		children *[]*Scope // nil: none made yet
+		disposal *disposal // nil until Dispose begins: non-nil is disposed
 	}
+}
+
+// disposal is a scope's teardown once it has begun.
+type disposal struct {
+	done chan struct{} // closed when the teardown has finished
+	err  error         // written before done closes, read after
 }
 
 // NewRoot makes a global scope: the root of a new tree.
 func NewRoot(label string) *Scope {
-	s := &Scope{id: ID(nextID.Add(1)), label: label}
-	s.chain = []ID{s.id}
-	return s
+	return &Scope{label: label, id: ID(nextID.Add(1))}
 }
 
 // Child makes a scope under s. It fails with scope/disposed once s is disposed.
 func (s *Scope) Child(label string) (*Scope, error) {
-	c := &Scope{id: ID(nextID.Add(1)), label: label, parent: s}
-	c.chain = append(slices.Clip(s.chain), c.id)
+	c := &Scope{label: label, parent: s, id: ID(nextID.Add(1))}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposed {
+	if s.mu.disposal != nil {
 		return nil, disposedErr(s)
 	}
-	s.mu.children = append(s.mu.children, c)
+	if s.mu.children == nil {
+		s.mu.children = new([]*Scope)
+	}
+	*s.mu.children = append(*s.mu.children, c)
 	return c, nil
 }
 
@@ -65,7 +72,19 @@ func (s *Scope) Label() string { return s.label }
 func (s *Scope) Parent() *Scope { return s.parent }
 
 // Chain returns the ids from the root to s (root first). Callers must not modify it.
-func (s *Scope) Chain() []ID { return s.chain }
+func (s *Scope) Chain() []ID {
+	if c := s.chain.Load(); c != nil {
+		return *c
+	}
+	var c []ID
+	if s.parent != nil {
+		c = append(slices.Clip(s.parent.Chain()), s.id)
+	} else {
+		c = []ID{s.id}
+	}
+	s.chain.CompareAndSwap(nil, &c) // a concurrent first call built the same ids
+	return *s.chain.Load()
+}
 
 // Root reports whether s is a root (global) scope.
 func (s *Scope) Root() bool { return s.parent == nil }
@@ -74,7 +93,7 @@ func (s *Scope) Root() bool { return s.parent == nil }
 func (s *Scope) Disposed() bool {
 	for p := s; p != nil; p = p.parent {
 		p.mu.Lock()
-		d := p.mu.disposed
+		d := p.mu.disposal != nil
 		p.mu.Unlock()
 		if d {
 			return true
@@ -83,14 +102,19 @@ func (s *Scope) Disposed() bool {
 	return false
 }
 
-// Effect is one registration in a scope.
+// Effect is one registration in a scope: 48 B (an agent incarnation's scope holds
+// two). mu makes its run once: the first Run runs fn under it, a concurrent one
+// waits for it, and res holds the outcome (nil: not run yet).
 type Effect struct {
 	scope *Scope
 	label string
 	fn    func(context.Context) error
-	once  sync.Once
-	err   error
+	mu    sync.Mutex
+	res   *error // &ranOK for a nil error (no allocation)
 }
+
+// ranOK is the outcome of every effect that returned nil.
+var ranOK error
 
 // Label names the effect (for example `jobs.ownerCleanup()`).
 func (e *Effect) Label() string { return e.label }
@@ -100,7 +124,7 @@ func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, erro
 	e := &Effect{scope: s, label: label, fn: fn}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposed {
+	if s.mu.disposal != nil {
 		return nil, disposedErr(s)
 	}
 	s.mu.effects = append(s.mu.effects, e)
@@ -111,15 +135,27 @@ func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, erro
 // first call's error without running it again.
 func (e *Effect) Run(ctx context.Context) error {
 	e.Detach()
-	e.once.Do(func() {
-		defer func() {
-			if v := recover(); v != nil {
-				e.err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
-			}
-		}()
-		e.err = e.fn(ctx)
-	})
-	return e.err
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.res == nil {
+		if err := e.call(ctx); err != nil {
+			e.res = &err
+		} else {
+			e.res = &ranOK
+		}
+		e.fn = nil // run: what it captured is garbage now
+	}
+	return *e.res
+}
+
+// call runs fn, turning a panic into an error.
+func (e *Effect) call(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
+		}
+	}()
+	return e.fn(ctx)
 }
 
 // Detach removes the effect from its scope without running it. The effect can
@@ -150,24 +186,27 @@ func (s *Scope) Effects() []string {
 // same teardown. The returned error joins the effects' errors, or is ctx's error.
 func (s *Scope) Dispose(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.mu.disposed {
-		s.mu.disposed = true
-		s.mu.done = make(chan struct{})
-		go s.teardown()
+	d := s.mu.disposal
+	if d == nil {
+		d = &disposal{done: make(chan struct{})}
+		s.mu.disposal = d
+		go s.teardown(d)
 	}
-	done := s.mu.done
 	s.mu.Unlock()
 	select {
-	case <-done:
-		return s.teardownErr
+	case <-d.done:
+		return d.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
-func (s *Scope) teardown() {
+func (s *Scope) teardown(d *disposal) {
 	s.mu.Lock()
-	children := s.mu.children
+	var children []*Scope
+	if s.mu.children != nil {
+		children = *s.mu.children
+	}
 	s.mu.children = nil
 	s.mu.Unlock()
 	var errs []error
@@ -189,15 +228,17 @@ func (s *Scope) teardown() {
 			errs = append(errs, err)
 		}
 	}
-	s.teardownErr = errors.Join(errs...)
+	d.err = errors.Join(errs...)
 	if p := s.parent; p != nil {
 		p.mu.Lock()
-		if i := slices.Index(p.mu.children, s); i >= 0 {
-			p.mu.children = slices.Delete(p.mu.children, i, i+1)
+		if kids := p.mu.children; kids != nil {
+			if i := slices.Index(*kids, s); i >= 0 {
+				*kids = slices.Delete(*kids, i, i+1)
+			}
 		}
 		p.mu.Unlock()
 	}
-	close(s.mu.done)
+	close(d.done)
 }
 
 func disposedErr(s *Scope) error {

@@ -374,8 +374,27 @@ func TestDisposedChildLeavesItsParent(t *testing.T) {
 		require.NoError(t, c.Dispose(t.Context()))
 	}
 	root.mu.Lock()
-	n := len(root.mu.children)
+	n := len(*root.mu.children)
 	root.mu.Unlock()
 	require.Zero(t, n, "disposed children still held by the parent")
 	require.NoError(t, root.Dispose(t.Context()))
+}
+
+// An agent incarnation's scope is made per incarnation and most never read their
+// chain: Child allocates the scope alone (its chain is built by the first Chain,
+// its children's list by its first Child), and Add the effect alone once the
+// slice has room. Before, Child also allocated the chain (2 allocations).
+func TestChildAllocatesOnlyTheScope(t *testing.T) {
+	root := NewRoot("global")
+	t.Cleanup(func() { require.NoError(t, root.Dispose(context.Background())) })
+	kids := make([]*Scope, 0, 1000)
+	allocs := testing.AllocsPerRun(500, func() {
+		c, err := root.Child("agent:s")
+		require.NoError(t, err)
+		kids = append(kids, c)
+	})
+	require.EqualValues(t, 1, allocs, "Child's allocations (amortized over the parent's list)")
+	c := kids[0]
+	require.Equal(t, []ID{root.ID(), c.ID()}, c.Chain())
+	require.Equal(t, &c.Chain()[0], &c.Chain()[0], "the chain is built once")
 }

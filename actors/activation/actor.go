@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"unique"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -141,22 +142,25 @@ var (
 // incarnation of the child agent and what this epoch has announced. Everything else
 // is restored from the store. Only the actor (one instance at a time) touches it.
 type carry struct {
-	id       string
-	label    string
-	agent    *owner.Agent
-	parent   *owner.Agent    // the parent incarnation that materialized it (event scope)
-	ancestry []string        // PIDs (Id) of the live ancestors at materialization, nearest first
-	owned    map[string]bool // mirrors the core's owned children (nil: none yet)
-	runID    string          // the subagent/start event's run id, once announced
-	final    []session.Block // the last turn's output
-	stop     string          // the last turn's stop reason
+	id     string
+	label  string
+	agent  *owner.Agent
+	parent *owner.Agent // the parent incarnation that materialized it (event scope)
+	// up is the carry of the parent's own Activation, if the parent is a continuable
+	// child resident at materialization (nil: it is not): the live ancestors then
+	// are parent, up.parent, up.up.parent… (hasAncestor). A pointer, not a copy of
+	// their PIDs: 8 B, and nothing allocated.
+	up    *carry
+	owned map[string]bool // mirrors the core's owned children (nil: none yet)
+	runID string          // the subagent/start event's run id, once announced
+	final []session.Block // the last turn's output
+	stop  string          // the last turn's stop reason
 	// The session header's identity, as the directory read it before the spawn
 	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
 	// reads the same): the parent of record and its namespace, the depth, the cwd.
 	parentSes  string
-	parentKind string
+	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 240 B
 	cwd        string
-	depth      int
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
@@ -174,9 +178,22 @@ type carry struct {
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
-	announce bool // some delivery was accepted in this epoch
-	opened   bool // this epoch opened a turn
-	started  bool // the first incarnation has started
+	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 240 B)
+	announce bool  // some delivery was accepted in this epoch
+	opened   bool  // this epoch opened a turn
+	started  bool  // the first incarnation has started
+}
+
+// hasAncestor reports whether pid (a PID Id) is one of c's live ancestors at its
+// materialization: its parent, its parent's parent if that one is a continuable
+// child too, and so on.
+func (c *carry) hasAncestor(pid string) bool {
+	for ; c != nil; c = c.up {
+		if c.parent.PID().Id == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // activationActor is one live continuable child: its session (header, history,
@@ -195,7 +212,6 @@ type activationActor struct {
 	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
 	// holds the messages after them; once a runner has read them (historyLoaded)
 	// base is 0 and hist is the whole history.
-	base    int
 	baseSeq uint64
 	hist    []subagent.Message
 	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
@@ -204,8 +220,9 @@ type activationActor struct {
 	// cancel is the carry's while it runs.
 	token uint64
 
-	retired error // non-nil once retiring: every request is answered with it
-	crashed bool  // a handler is running, or panicked (see Receive)
+	retired *messages.Error // non-nil once retiring: every request is answered with it
+	base    int32           // see hist (32 bits: the Activation fits 224 B)
+	crashed bool            // a handler is running, or panicked (see Receive)
 	// held is carry.pre for the first incarnation, kept out of its restore until
 	// the submit marked pre has been answered (case 146: the caller hears of
 	// acceptance before the turn can start).
@@ -215,16 +232,30 @@ type activationActor struct {
 // headerRest is the part of session.Header an Activation keeps besides the
 // carry's copy of its identity (parent of record, depth, cwd) and its epoch.
 type headerRest struct {
-	origin     string
+	origin     interned // "subagent", for every child this directory started
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 288 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 224 B)
 	version    int32
+}
+
+// interned is a string most Activations share (an origin, a provider, a model):
+// one copy for all (unique.Make), and 8 B each instead of 16. The zero interned
+// is "".
+type interned unique.Handle[string]
+
+func intern(s string) interned { return interned(unique.Make(s)) }
+
+func (n interned) String() string {
+	if n == (interned{}) {
+		return ""
+	}
+	return unique.Handle[string](n).Value()
 }
 
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
-	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind,
-		Origin: a.born.origin, DelegationDepth: a.c.depth, SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
+	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind.String(),
+		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
 		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
@@ -232,18 +263,43 @@ func (a *activationActor) header() session.Header {
 // events read (not its version, mode, label or cluster record: an idle resident
 // Activation holds only what it uses).
 type turnDesc struct {
-	Provider      string
-	AgentProvider string
-	AgentModel    string
-	Persona       string
-	ToolFilter    *subagent.ToolFilter
+	provider      interned
+	agentProvider interned
+	agentModel    interned
+	more          *turnMore // nil: neither a persona nor a tool filter
+}
+
+// turnMore is what few descriptors have, held apart so that the rest do not pay
+// for it.
+type turnMore struct {
+	Persona    string
+	ToolFilter *subagent.ToolFilter
 }
 
 // turnDescOf keeps d's turn fields; a descriptor that did not parse keeps what
 // ParseDescriptor returned with its error (nothing, for a malformed one).
 func turnDescOf(d Descriptor, _ error) turnDesc {
-	return turnDesc{Provider: d.Provider, AgentProvider: d.AgentProvider, AgentModel: d.AgentModel,
-		Persona: d.Persona, ToolFilter: d.ToolFilter}
+	t := turnDesc{provider: intern(d.Provider), agentProvider: intern(d.AgentProvider), agentModel: intern(d.AgentModel)}
+	if d.Persona != "" || d.ToolFilter != nil {
+		t.more = &turnMore{Persona: d.Persona, ToolFilter: d.ToolFilter}
+	}
+	return t
+}
+
+// persona returns the descriptor's persona ("" for none).
+func (t *turnDesc) persona() string {
+	if t.more == nil {
+		return ""
+	}
+	return t.more.Persona
+}
+
+// toolFilter returns the descriptor's tool filter (nil for none).
+func (t *turnDesc) toolFilter() *subagent.ToolFilter {
+	if t.more == nil {
+		return nil
+	}
+	return t.more.ToolFilter
 }
 
 // Receive handles one message. A handler that panicked leaves crashed set: the
@@ -326,7 +382,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *agentGone:
 		c.Send(c.Parent(), a.disposed(m.err))
 	case *historyLoaded:
-		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == a.base {
+		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == int(a.base) {
 			a.hist = append(m.msgs, a.hist...)
 			a.base, a.baseSeq = 0, 0
 		}
@@ -394,9 +450,9 @@ func (a *activationActor) start(c actor.Context) {
 	}
 	a.c.started = true
 	h := res.Header
-	a.born, a.epoch = headerRest{origin: h.Origin, seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
+	a.born, a.epoch = headerRest{origin: intern(h.Origin), seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
 	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
-	a.base, a.baseSeq, a.hist, a.state = res.Messages, res.LogSeq, nil, res.State
+	a.base, a.baseSeq, a.hist, a.state = int32(res.Messages), res.LogSeq, nil, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
 		if m.ID == a.c.recorded { // its turn start is logged, but the turn never ran
@@ -424,7 +480,7 @@ func (a *activationActor) history(c actor.Context) subagent.History {
 	if a.base == 0 {
 		return subagent.HistoryOf(slices.Clip(a.hist))
 	}
-	store, id, base, seq, tail := a.m.deps.Store, a.c.id, a.base, a.baseSeq, slices.Clip(a.hist)
+	store, id, base, seq, tail := a.m.deps.Store, a.c.id, int(a.base), a.baseSeq, slices.Clip(a.hist)
 	root, self := c.ActorSystem().Root, c.Self()
 	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
 		entries, err := store.History(ctx, id, seq)
@@ -513,12 +569,12 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
 	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
-	turn := subagent.Turn{Session: a.c.id, Depth: a.c.depth,
+	turn := subagent.Turn{Session: a.c.id, Depth: int(a.c.depth),
 		History: a.history(c), Input: input,
-		Persona: a.desc.Persona, ToolFilter: a.desc.ToolFilter,
-		Provider: a.desc.Provider, Cwd: a.c.cwd, State: a.state}
-	if a.desc.AgentProvider != "" || a.desc.AgentModel != "" {
-		turn.Options = &subagent.AgentOptions{Provider: a.desc.AgentProvider, Model: a.desc.AgentModel}
+		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
+		Provider: a.desc.provider.String(), Cwd: a.c.cwd, State: a.state}
+	if p, m := a.desc.agentProvider.String(), a.desc.agentModel.String(); p != "" || m != "" {
+		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
 	a.hist = append(a.hist, input)
 	a.c.agent.SetBusy(true)
@@ -589,7 +645,7 @@ func (a *activationActor) disposed(err error) *disposed {
 	if stop == "" {
 		stop = subagent.StopAborted // it never finished a turn in this epoch
 	}
-	d := &disposed{id: a.c.id, err: err, runID: a.c.runID, provider: a.desc.Provider, stop: stop}
+	d := &disposed{id: a.c.id, err: err, runID: a.c.runID, provider: a.desc.provider.String(), stop: stop}
 	for _, b := range a.c.final {
 		d.last += b.Text
 	}

@@ -58,11 +58,11 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 			delete(d.below, cur) // that parent left the registry: the drain is over
 			b.end.Detach()
 		}
-		id, ok := d.byAgent[cur]
+		e, ok := d.byAgent[cur]
 		if !ok {
 			break
 		}
-		cur = d.acts[id].parent.PID().Id
+		cur = e.parent.PID().Id
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 		if e == nil {
 			continue // absent ids are no-ops
 		}
-		if e.parentSes != m.parent.Session() || e.parentKind != d.kindOf(m.parent) {
+		if e.parentSes != m.parent.Session() || e.parentKind.String() != d.kindOf(m.parent) {
 			m.reply <- unauthorized("subagent %q is not a direct child of agent %q", id, m.parent.Session())
 			return
 		}

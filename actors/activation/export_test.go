@@ -19,10 +19,10 @@ func (m *Manager) IndexProblems() []string {
 }
 
 func (d *directoryActor) indexProblems() []string {
-	byAgent, kids := map[string]string{}, map[string]map[string]*entry{}
+	byAgent, kids := map[string]*entry{}, map[string]map[string]*entry{}
 	var lost []string
 	for id, e := range d.acts {
-		byAgent[e.agent.PID().Id] = id
+		byAgent[e.agent.PID().Id] = e
 		if d.byActivation(e.pid) != e {
 			lost = append(lost, e.pid.Id)
 		}
@@ -38,7 +38,20 @@ func (d *directoryActor) indexProblems() []string {
 	if len(lost) > 0 {
 		out = append(out, fmt.Sprintf("%d entries not found by their Activation's PID (%v)", len(lost), lost))
 	}
-	if !maps.EqualFunc(kids, d.kids, func(a, b map[string]*entry) bool { return maps.Equal(a, b) }) {
+	listed := map[string]map[string]*entry{}
+	for parent, set := range d.kids {
+		listed[parent] = map[string]*entry{}
+		for i, e := range set {
+			listed[parent][e.id] = e
+			if int(e.kidAt) != i {
+				out = append(out, fmt.Sprintf("kids of %s: %s at %d says %d", parent, e.id, i, e.kidAt))
+			}
+		}
+		if len(set) == 0 {
+			out = append(out, fmt.Sprintf("kids of %s is empty, not removed", parent))
+		}
+	}
+	if !maps.EqualFunc(kids, listed, func(a, b map[string]*entry) bool { return maps.Equal(a, b) }) {
 		out = append(out, fmt.Sprintf("kids has %d parents, want %d", len(d.kids), len(kids)))
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -49,7 +48,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			m.answer(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
 			return
 		}
-		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind {
+		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind.String() {
 			m.answer(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
 			return
 		}
@@ -104,7 +103,7 @@ func (a *activationActor) announce() {
 	}
 	a.c.announce = true
 	if rt := a.m.deps.Runtime; rt != nil {
-		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.Provider,
+		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.provider.String(),
 			ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
 	}
 }
@@ -141,7 +140,7 @@ func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 	switch {
 	case auth.Ancestor == nil && auth.ParentSession != a.c.parentSes:
 		return unauthorized("subagent %q belongs to another parent session", a.c.id)
-	case auth.Ancestor != nil && !slices.Contains(a.c.ancestry, auth.Ancestor.PID().Id):
+	case auth.Ancestor != nil && !a.c.hasAncestor(auth.Ancestor.PID().Id):
 		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.id, auth.Ancestor.Session())
 	case a.core.Closing():
 		return nil

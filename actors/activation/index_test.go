@@ -177,6 +177,35 @@ func TestDirectoryIndexesFollowReleaseOfNestedChildren(t *testing.T) {
 	require.Nil(t, r.m.ResidentAgent("c1"))
 }
 
+// A parent's children are a list with each entry's index (directory.kids): a child
+// released from the front or the middle has the last one moved into its place, and
+// the index still lists exactly the resident children, each at its own index, as
+// the siblings settle in an order unlike their starts.
+func TestDirectoryChildrenListFollowsReleasesInAnyOrder(t *testing.T) {
+	r := newIndexRig(t, session.NewMemory())
+	for _, id := range []string{"c1", "c2", "c3", "c4"} {
+		r.start(t, r.parent, id)
+	}
+	require.Empty(t, r.m.IndexProblems())
+	resident := map[string]bool{"c1": true, "c2": true, "c3": true, "c4": true}
+	for _, id := range []string{"c1", "c3", "c4", "c2"} { // front, middle, last, only
+		r.runner.open(id)
+		r.awaitNotice(t, id)
+		delete(resident, id)
+		r.awaitLive(t, len(resident))
+		require.Empty(t, r.m.IndexProblems(), "after %s", id)
+		listed, err := r.m.List(context.Background(), r.parent, false)
+		require.NoError(t, err)
+		running := map[string]bool{}
+		for _, l := range listed {
+			if l.Status == "running" {
+				running[l.ID] = true
+			}
+		}
+		require.Equal(t, resident, running, "after %s", id)
+	}
+}
+
 // A drain disposes a nested tree child-first through the children index and
 // leaves every index empty.
 func TestDirectoryIndexesEmptyAfterDrain(t *testing.T) {

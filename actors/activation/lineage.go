@@ -73,11 +73,10 @@ func (d *directoryActor) lineageClosing(pidID string, a *owner.Agent) bool {
 		if _, ok := d.below[cur]; ok {
 			return true
 		}
-		id, ok := d.byAgent[cur]
+		e, ok := d.byAgent[cur]
 		if !ok {
 			return false
 		}
-		e := d.acts[id]
 		if e.closing || e.agent.Scope().Disposed() || e.parent.Scope().Disposed() {
 			return true
 		}
@@ -95,11 +94,11 @@ func (d *directoryActor) disposingLineage(a *owner.Agent) *owner.Agent {
 		if cur.Scope().Disposed() {
 			return cur
 		}
-		id, ok := d.byAgent[cur.PID().Id]
+		e, ok := d.byAgent[cur.PID().Id]
 		if !ok {
 			return nil
 		}
-		cur = d.acts[id].parent
+		cur = e.parent
 	}
 	return nil
 }
@@ -141,19 +140,19 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 // Activation gets it in its own inbox, ahead of the release (same mailbox order);
 // any other parent through its owner actor, which picks the lane.
 func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
-	pid := d.recipient(e.parentSes, e.parentKind)
+	pid := d.recipient(e.parentSes, e.parentKind.String())
 	if pid == nil {
 		return
 	}
 	var recipient *owner.Agent // its handle, when the directory has it
-	if id, ok := d.byAgent[pid.Id]; ok {
-		recipient = d.acts[id].agent
+	if pe, ok := d.byAgent[pid.Id]; ok {
+		recipient = pe.agent
 	} else if e.parent.PID().Equal(pid) {
 		recipient = e.parent
 	}
 	closing := d.lineageClosing(pid.Id, recipient)
-	if id, ok := d.byAgent[pid.Id]; ok {
-		c.Send(d.acts[id].pid, &inboxIn{msg: msg, wake: !closing})
+	if pe, ok := d.byAgent[pid.Id]; ok {
+		c.Send(pe.pid, &inboxIn{msg: msg, wake: !closing})
 		return
 	}
 	c.Send(pid, &deliver.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})

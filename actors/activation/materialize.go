@@ -31,10 +31,7 @@ type pending struct {
 
 // parentEntry returns the Activation of a parent agent, if it is one.
 func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
-	if id, ok := d.byAgent[parent.PID().Id]; ok {
-		return d.acts[id]
-	}
-	return nil
+	return d.byAgent[parent.PID().Id]
 }
 
 // start is SPEC §6.2 steps 10–12 under the per-child lock: re-check admission, the
@@ -71,7 +68,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	parentDepth, cwd := 0, ""
 	if pe != nil {
-		parentDepth, cwd = pe.depth, pe.cwd
+		parentDepth, cwd = int(pe.depth), pe.cwd
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
 	}
@@ -227,17 +224,12 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	// may still be stopping (a name is free only once its actor has stopped).
 	d.spawned++
 	name := activationName(id, d.spawned)
-	ancestry := []string{parent.PID().Id}
-	for cur := parent.PID().Id; ; {
-		pid, ok := d.byAgent[cur]
-		if !ok {
-			break
-		}
-		cur = d.acts[pid].parent.PID().Id
-		ancestry = append(ancestry, cur)
+	var up *carry
+	if pe := d.parentEntry(parent); pe != nil {
+		up = &pe.carry
 	}
-	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, ancestry: slices.Clip(ancestry), pre: pre,
-		parentSes: h.ParentSession, parentKind: h.ParentKind, depth: h.DelegationDepth, cwd: h.Cwd}}
+	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
+		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: h.Cwd}}
 	if started {
 		e.carry.recorded = pre.ID
 	}
@@ -328,12 +320,10 @@ func (d *directoryActor) activationProps() *actor.Props {
 // index adds e to the directory and to every index.
 func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
-	d.byAgent[e.agent.PID().Id] = e.id
+	d.byAgent[e.agent.PID().Id] = e
 	parent := e.parent.PID().Id
-	if d.kids[parent] == nil {
-		d.kids[parent] = map[string]*entry{}
-	}
-	d.kids[parent][e.id] = e
+	e.kidAt = int32(len(d.kids[parent]))
+	d.kids[parent] = append(d.kids[parent], e)
 }
 
 // unindex removes e from the directory and from every index; an entry that is no
@@ -343,14 +333,21 @@ func (d *directoryActor) unindex(e *entry) {
 	if d.acts[e.id] == e {
 		delete(d.acts, e.id)
 	}
-	if d.byAgent[e.agent.PID().Id] == e.id {
+	if d.byAgent[e.agent.PID().Id] == e {
 		delete(d.byAgent, e.agent.PID().Id)
 	}
 	parent := e.parent.PID().Id
-	if set := d.kids[parent]; set[e.id] == e {
-		delete(set, e.id)
-		if len(set) == 0 {
+	if set := d.kids[parent]; int(e.kidAt) < len(set) && set[e.kidAt] == e {
+		last := len(set) - 1
+		if i := e.kidAt; int(i) != last {
+			set[i] = set[last]
+			set[i].kidAt = i
+		}
+		set[last] = nil
+		if last == 0 {
 			delete(d.kids, parent)
+		} else {
+			d.kids[parent] = set[:last] // its room stays, as a map's did, until the parent has none
 		}
 	}
 }

@@ -157,10 +157,5 @@ func (d *directoryActor) interrupt(c actor.Context, m *interruptReq) {
 
 // children returns the resident entries a parent agent started.
 func (d *directoryActor) children(parent *owner.Agent) []*entry {
-	set := d.kids[parent.PID().Id]
-	out := make([]*entry, 0, len(set))
-	for _, e := range set {
-		out = append(out, e)
-	}
-	return out
+	return append([]*entry(nil), d.kids[parent.PID().Id]...)
 }

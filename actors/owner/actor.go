@@ -159,12 +159,13 @@ func NewSpawner(root *actor.RootContext, watcher *actor.PID, opts Options) *Spaw
 	return sp
 }
 
-// ownerInit is an owner actor's own data, the first message of its mailbox.
+// ownerInit is an owner actor's own data, the first message of its mailbox: the
+// Agent handle of its incarnation (its session and scope; immutable) and where its
+// notices go.
 type ownerInit struct {
+	agent   *Agent
 	surface Surface
 	logger  *slog.Logger
-	scope   *scope.Scope
-	session string
 }
 
 // Spawn starts the owner actor of a new incarnation of session, composed under
@@ -190,9 +191,9 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	if err != nil {
 		return nil, err
 	}
-	// First in the mailbox: no one else has the PID yet.
-	root.Send(pid, &ownerInit{surface: surface, logger: logger, scope: sc, session: session})
 	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
+	// First in the mailbox: no one else has the PID yet.
+	root.Send(pid, &ownerInit{agent: a, surface: surface, logger: logger})
 	if _, err := sc.Add(EffectLabel, a.stop); err != nil {
 		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
 		// stop are reported as any incarnation's are.
@@ -215,7 +216,7 @@ func ErrEmptySession() error {
 }
 
 // counts are an owner's delivery counters (Stats without the state read at the
-// time of asking). 32 bits each, so that an owner actor fits 96 B: they wrap past
+// time of asking). 32 bits each, so that an owner actor fits 80 B: they wrap past
 // 2³²−1 notices in one incarnation.
 type counts struct{ Delivered, Failed, Duplicates uint32 }
 
@@ -223,17 +224,18 @@ type counts struct{ Delivered, Failed, Duplicates uint32 }
 // status, its wake budget and the notices it has delivered. Its stop tears its
 // jobs down (through the registry, its watcher).
 type ownerActor struct {
-	sp      *Spawner // the watcher and the inspector (the supervision tree's, or nil)
+	sp *Spawner // the watcher and the inspector (the supervision tree's, or nil)
+	// agent is the incarnation's handle (ownerInit; nil before it): its session, and
+	// its own scope, whose disposal is its teardown. Not copies of them: 16 B less.
+	agent   *Agent
 	surface Surface
 	logger  *slog.Logger
-	scope   *scope.Scope // the incarnation's own scope: its disposal is its teardown
 	// noticed is the job last noticed: one notice per job, whatever mounts fire.
 	// Every mount's notice of a job is sent within the one registry message that
 	// commits its settlement, from the registry's goroutine, so a job's duplicates
 	// reach this mailbox before any later job's notice: remembering the last job is
 	// enough, and nothing accumulates per job over a long incarnation.
 	noticed string
-	session string
 	stats   counts
 	spent   uint32 // wakes spent since the last claimed user message (below a notice's MaxWakes)
 	busy    bool
@@ -244,7 +246,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 	defer o.noteCrash()
 	switch m := c.Message().(type) {
 	case *ownerInit:
-		o.surface, o.logger, o.scope, o.session = m.surface, m.logger, m.scope, m.session
+		o.agent, o.surface, o.logger = m.agent, m.surface, m.logger
 		o.reportLifecycle(c)
 	case *deliver.Notice:
 		o.deliver(m)
@@ -252,7 +254,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 		fault.Yield(PointChildNoticeDeliver)
 		verb := o.steer
 		switch {
-		case m.LineageClosing, o.scope.Disposed():
+		case m.LineageClosing, o.agent.scope.Disposed():
 			// Its lineage tears down — the sender saw it, or this incarnation's own
 			// scope disposal (its teardown, SPEC §1.3 rule 26) has begun: no new turn.
 			verb = o.inject
@@ -286,7 +288,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 		s.Busy, s.SpentWakes = o.busy, int(o.spent)
 		m.reply <- s
 	case *actor.Stopped:
-		if o.scope != nil { // stopped before its ownerInit: its spawn was never reported
+		if o.agent != nil { // stopped before its ownerInit: its spawn was never reported
 			o.reportLifecycle(c)
 		}
 		// Sent once the actor is out of protoactor's process registry (Stopped, not
@@ -311,7 +313,7 @@ func (o *ownerActor) reportLifecycle(c actor.Context) {
 	self := supervision.Ref{Kind: supervision.KindOwner, ID: c.Self().Id}
 	if _, started := c.Message().(*ownerInit); started {
 		supervision.Emit(c, o.sp.inspector, supervision.Event{Kind: supervision.Spawned, Node: self,
-			Actor: c.Self().Id, Session: o.session})
+			Actor: c.Self().Id, Session: o.agent.session})
 		return
 	}
 	cause := supervision.CauseTeardown

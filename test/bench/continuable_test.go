@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/troupe-rt/troupe/actors/owner"
 	"github.com/troupe-rt/troupe/session"
 	"github.com/troupe-rt/troupe/subagent"
+	"github.com/troupe-rt/troupe/supervision"
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
@@ -400,8 +404,9 @@ const memActivations = 1_000
 // registration) and the directory's entry. The store is bbolt (its pages are
 // mmapped, not heap) with syncs off and no batch window, for speed only. Before
 // the baseline: protoactor's process registry is warmed up (warmProcessRegistry,
-// as for the job figures) and one child is started and settled. The "after"
-// reading is taken once every child is idle with its queue parked (awaitIdle).
+// as for the job figures) and one child is started, settled and torn down
+// (awaitTornDown). The "after" reading is taken once every child is idle with its
+// queue parked (awaitIdle).
 // Reports B/activation and goroutines/activation. One op is one whole measurement
 // on a fresh System.
 func BenchmarkMemoryIdleActivation(b *testing.B) {
@@ -443,10 +448,36 @@ func (r *contRig) awaitIdle(b *testing.B, n int) {
 	}
 }
 
+// awaitTornDown waits until no node of session id is left in the supervision
+// tree: its Activation has stopped and so has its agent's owner actor, the last
+// step of the agent's disposal (which runs in the background once the Activation
+// is gone). A baseline taken while that disposal still ran (its goroutine showed
+// as −0.001 goroutines/activation) moved the reading by −340 to +90 B per
+// Activation between runs on a loaded machine: whatever the disposal freed, or
+// made, during the build was counted against the Activations.
+func (r *contRig) awaitTornDown(b *testing.B, id string) {
+	b.Helper()
+	deadline := time.Now().Add(settleBudget)
+	for {
+		snap, err := r.sys.Tree().Snapshot(context.Background())
+		require.NoError(b, err)
+		if !slices.ContainsFunc(snap.Nodes, func(n supervision.Node) bool { return n.Session == id }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("session %s still has nodes in the supervision tree:\n%s", id, snap)
+		}
+		runtime.Gosched()
+	}
+}
+
 // idleActivationMemory is one measurement of BenchmarkMemoryIdleActivation with n
 // children, on a fresh System and bbolt file: it returns the heap plus stacks and
 // the goroutines per idle resident Activation (BenchmarkScaleActivations uses it
-// at 10k and 20k).
+// at 10k and 20k). The heap is the live heap's growth; the stacks are those of the
+// goroutines alive at the end and not at the baseline, each charged what a parked
+// goroutine holds (warmGoroutines: its stack and its descriptor), so the reading is
+// the same from run to run (±5 B) and still counts any goroutine an Activation keeps.
 func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64) {
 	b.Helper()
 	s, err := session.OpenBolt(filepath.Join(b.TempDir(), "mem.db"))
@@ -459,12 +490,14 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	require.NoError(b, err)
 	<-r.runner.started
 	r.awaitLive(b, 0)
+	r.awaitTornDown(b, "warm")
 	ids := make([]string, n)
 	for k := range ids {
 		ids[k] = "idle-" + strconv.Itoa(k)
 	}
+	perGoroutine := warmGoroutines(n + 1024)
 	g0 := runtime.NumGoroutine()
-	before := heapInUse()
+	before := liveHeap()
 	writeHeapProfileBase(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	for _, id := range ids {
 		if _, _, err := r.m.Start(ctx, r.parent, "spawn", "idle", id, subagent.Request{Prompt: "hold " + id}); err != nil {
@@ -479,10 +512,11 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 		}
 	}
 	r.awaitIdle(b, n)
-	after := heapInUse()
+	after := liveHeap()
 	writeHeapProfile(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
-	bytesPer = float64(after-before) / float64(n)
-	goroutinesPer = float64(runtime.NumGoroutine()-g0) / float64(n)
+	goroutines := runtime.NumGoroutine() - g0
+	bytesPer = float64(after-before+int64(max(goroutines, 0))*perGoroutine) / float64(n)
+	goroutinesPer = float64(goroutines) / float64(n)
 	runtime.KeepAlive(ids)
 	// The drain takes time linear in n (≈ 0.9 ms per Activation with its build, on 2
 	// cores): the budget grows with n beyond settleBudget.
@@ -493,7 +527,58 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	return bytesPer, goroutinesPer
 }
 
-// writeHeapProfileBase writes the heap profile as of the baseline (the GC heapInUse
+// liveHeap collects garbage (twice, so finalizer-freed objects are gone too) and
+// returns the bytes of heap objects the last collection marked live
+// (/gc/heap/live:bytes; HeapAlloc also counts what was allocated since that
+// collection's mark, by whatever ran meanwhile). Goroutine stacks are not in it:
+// an idle Activation's are counted from the live goroutines (idleActivationMemory),
+// since StackInuse is mostly the runtime's caches — the stacks dead goroutines keep
+// for reuse (up to 63 per P) and the free slots of stack spans — which moved it by
+// −30 to −390 B per Activation from one run to the next with no goroutine more.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	return int64(live[0].Value.Uint64())
+}
+
+// warmGoroutines runs k goroutines at once and lets them end, and returns what one
+// of them held while parked (heap and stack): the cost idleActivationMemory charges
+// for each goroutine the idle Activations keep. It also leaves k dead goroutine
+// descriptors for the build to reuse: the runtime never frees one (≈ 480 B of
+// heap), so goroutines that come and go while the children are built must not add
+// new ones to the reading past the most alive at once so far. k is above what the
+// build runs at once.
+func warmGoroutines(k int) int64 {
+	before := heapAndStacks()
+	release := make(chan struct{})
+	var parked, done sync.WaitGroup
+	parked.Add(k)
+	done.Add(k)
+	for range k {
+		go func() {
+			defer done.Done()
+			parked.Done()
+			<-release
+		}()
+	}
+	parked.Wait()
+	per := (heapAndStacks() - before) / int64(k)
+	close(release)
+	done.Wait()
+	return per
+}
+
+// heapAndStacks is the live heap plus the goroutine stacks in use, after a GC.
+func heapAndStacks() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// writeHeapProfileBase writes the heap profile as of the baseline (the GC liveHeap
 // just ran) to the file named by env plus ".base", if env is set: with it,
 // go tool pprof -diff_base shows only what the measured Activations hold.
 func writeHeapProfileBase(b *testing.B, env string) {

@@ -1,6 +1,9 @@
 package interop
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +23,26 @@ func TestInteropP13_InspectorStdio(t *testing.T) {
 	}
 	require.Equal(t, 4, strings.Count(out, `"inputSchema"`))
 
+	// The job's command carries a marker in its command line, as its shell (the -c
+	// argument) and, once exec'd, as sleep's argv[0]: the Inspector exits as soon
+	// as job_start answers, and its server's teardown may kill the shell before it
+	// has run a single command, so a pid file it writes is not awaited.
 	dir := t.TempDir()
+	marker := "troupe-p13-" + filepath.Base(dir)
 	out, errOut, code = inspector(t, peers, bin, "--shell", "--method", "tools/call", "--tool-name", "job_start",
-		"--tool-arg", "command="+pidFileCommand(dir))
+		"--tool-arg", "command=echo $$ > "+filepath.Join(dir, "pid")+"; exec -a "+marker+" sleep 30")
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	require.Contains(t, out, "started background shell job bash-1")
-	pid := readPID(t, dir)
 	// The Inspector has exited; its server follows (stdin EOF or SIGTERM), and
 	// with it the job's process.
 	require.Eventually(t, func() bool { return len(processesMatching(bin)) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"troupe-mcp outlived the Inspector")
-	require.False(t, alive(pid), "the job's process outlived troupe-mcp")
+	require.Empty(t, processesMatching(marker), "the job's process outlived troupe-mcp")
+	if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil && strings.HasSuffix(string(b), "\n") {
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err)
+		require.False(t, alive(pid), "the job's process outlived troupe-mcp")
+	}
 
 	out, errOut, code = inspector(t, peers, bin, "--shell", "--method", "tools/call", "--tool-name", "job_output",
 		"--tool-arg", "job_id=bash-99")

@@ -202,6 +202,7 @@ func (p *Producer) Run() (job.Hooks, error) {
 	p.mu.Unlock()
 	if p.Stream {
 		h.ReadOutput = p.readOutput
+		h.ReadNonBlocking = true // readOutput pops a queued string under p's short lock
 	}
 	return h, nil
 }

@@ -66,12 +66,24 @@ type Outcome struct {
 // same. A Cancel so declared that blocks holds up its job actor — the job's waits
 // too — and a dispatcher worker (the pool starts an escape worker after
 // troupe.BlockedAfter) until it returns: leave it false when in doubt.
+//
+// ReadNonBlocking is the producer's promise that ReadOutput returns at once: it
+// copies what is buffered under the producer's own short lock and never waits on
+// I/O, on a lock held for long (across a write to a pipe, say) or on the job's
+// progress. troupe may then call ReadOutput on the goroutine of a caller whose
+// ctx can end (registry Config.CallerRuns, the registry idle), saving the
+// registry worker's wake and the caller's; a read of an undeclared producer is
+// called so only for a ctx that can never end, and otherwise on the registry's
+// worker, so that its caller still returns at its ctx's end. A ReadOutput so
+// declared that blocks holds up its caller past its ctx's end, and the registry
+// with it: leave it false when in doubt.
 type Hooks struct {
 	Cancel            func(reason string) error
 	CancelNonBlocking bool
 	Done              <-chan Outcome
 	OnSettle          func(settle func(Outcome))
 	ReadOutput        func() (string, error)
+	ReadNonBlocking   bool
 }
 
 // Spec is a request to start a background job (SPEC §2.1 JobStart).

@@ -96,6 +96,32 @@ type asCaller struct {
 	caller Caller
 	msg    job.Routable // *job.Read, *job.Kill, *job.Wait, *job.WaitEnd or *job.CountWaiters
 	byCaller
+	onCaller bool // HandledBySender answered true: the handler may be on the caller's goroutine
+}
+
+// HandledBySender is the embedded byCaller's answer, noted in onCaller. The
+// mailbox asks only when the registry is idle, just before it hands the caller
+// the run (mailbox.Inline), so onCaller says the handler may be running on the
+// caller's goroutine: it is, unless a system message suspended the registry
+// first, and then a worker runs it later with onCaller still set, which only
+// makes the handler take the worker's path for it (handOff).
+func (m *asCaller) HandledBySender() bool {
+	m.onCaller = bool(m.byCaller)
+	return m.onCaller
+}
+
+// handOff reports whether serveAs must hand the read m carries to the registry's
+// worker instead of answering it here: it may be running on its caller (onCaller),
+// its ctx can end, and its answer would call a producer's ReadOutput not declared
+// non-blocking (job.Hooks.ReadNonBlocking) — a live stream job's, or a settled
+// one's. A read answered from the record (a final-output job's, a refused one) or
+// routed to the job actor calls no hook on the caller and is never handed off.
+func (r *registryActor) handOff(m *asCaller, jm *job.Read) bool {
+	if !m.onCaller || jm.Ctx == nil || jm.Ctx.Done() == nil {
+		return false
+	}
+	rec := r.idx.get(jm.ID)
+	return rec != nil && !rec.readInline && (rec.live() && rec.readOutput != nil || !rec.live() && rec.stream)
 }
 
 func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
@@ -112,6 +138,17 @@ func (r *registryActor) serveAs(c actor.Context, m *asCaller) {
 	case *job.Read:
 		if err != nil {
 			answerRead(jm, true, job.ReadResult{Err: err})
+			return
+		}
+		if r.handOff(m, jm) {
+			// Re-posted to the registry itself, which is running now (this run), so
+			// the worker takes it up after whatever was posted meanwhile, and before
+			// anything its caller sends next: the caller waits for this read's answer
+			// or for its ctx's end, and a read whose ctx ended by then reads nothing
+			// (readLive; a settled stream's read likewise). The re-post's own answer
+			// is a worker's: it may block in the hook without holding the caller.
+			m.byCaller, m.onCaller = false, false
+			c.Send(c.Self(), m)
 			return
 		}
 		jm.Caller = s

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rt/troupe/actors/job"
+	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 )
 
@@ -154,4 +156,123 @@ func TestRequestsWaitForTheDispatcherWithoutCallerRuns(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Zero(t, onCaller, "a request ran on its caller with CallerRuns off")
+}
+
+// handlerCtx is a cancellable ctx that notes whether the registry's read handler
+// checked it on the goroutine of the Client.Read that sent it (ran set).
+type handlerCtx struct {
+	context.Context
+	ran chan struct{}
+}
+
+func (h handlerCtx) Err() error {
+	if inCall("Read") && inFrame("(*registryActor).read") {
+		select {
+		case h.ran <- struct{}{}:
+		default:
+		}
+	}
+	return h.Context.Err()
+}
+
+// inFrame reports whether the calling goroutine's stack has a frame named fn.
+func inFrame(fn string) bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), fn)
+}
+
+// TestACancellableReadRunsOnItsCaller: a Read whose ctx can end (job_output's) of
+// the idle registry runs on its caller when its answer calls no producer hook
+// that may block: a live stream job whose ReadOutput is declared non-blocking
+// (job.Hooks.ReadNonBlocking), a live final-output job and a settled one. Fails
+// with such reads always handed to the worker (Client.Read's byCaller false for a
+// ctx that can end, as before): none of the rounds runs on the caller.
+func TestACancellableReadRunsOnItsCaller(t *testing.T) {
+	c := callerRunsRegistry(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	onCaller := make(chan bool, 1)
+	declared := killable(func() (string, error) {
+		select {
+		case onCaller <- inCall("Read"):
+		default:
+		}
+		return "", nil
+	})
+	declared.ReadNonBlocking = true
+	stream, err := c.Start(context.Background(), job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) { return declared, nil }})
+	require.NoError(t, err)
+	final, err := c.Start(context.Background(), job.Spec{Kind: "final", Label: "final", Run: func() (job.Hooks, error) { return killable(nil), nil }})
+	require.NoError(t, err)
+	settled, err := c.Start(context.Background(), job.Spec{Kind: "final", Label: "settled", Run: func() (job.Hooks, error) { return killable(nil), nil }})
+	require.NoError(t, err)
+	_, _, err = c.Kill(context.Background(), settled, NoCaller, KillOptions{NoClaim: true})
+	require.NoError(t, err)
+	_, err = c.AwaitSettled(context.Background(), settled, NoCaller)
+	require.NoError(t, err)
+
+	ranOnCaller := func(read func() bool) bool {
+		for range callerRounds {
+			if read() {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, ranOnCaller(func() bool {
+		_, _, err := c.Read(ctx, stream, NoCaller)
+		require.NoError(t, err)
+		return <-onCaller
+	}), "no read of the declared stream job with a cancellable ctx ran on its caller")
+	for _, id := range []string{final, settled} {
+		require.True(t, ranOnCaller(func() bool {
+			h := handlerCtx{Context: ctx, ran: make(chan struct{}, 1)}
+			_, _, err := c.Read(h, id, NoCaller)
+			require.NoError(t, err)
+			select {
+			case <-h.ran:
+				return true
+			default:
+				return false
+			}
+		}), "no read of final-output job %s with a cancellable ctx ran on its caller", id)
+	}
+}
+
+// TestAnUndeclaredBlockingReadReturnsAtTheCtxEnd: a Read of the idle registry
+// whose ctx can end, of a stream job whose ReadOutput is not declared non-blocking,
+// is handed to the registry's worker (registryActor.handOff): its ReadOutput never
+// runs on the caller, and when it blocks the caller still returns job/aborted at
+// its ctx's end. Fails with handOff answering false: the caller runs the blocking
+// ReadOutput itself and returns only when it does.
+func TestAnUndeclaredBlockingReadReturnsAtTheCtxEnd(t *testing.T) {
+	c := callerRunsRegistry(t)
+	entered, unblock := make(chan bool, 1), make(chan struct{})
+	release := sync.OnceFunc(func() { close(unblock) })
+	id, err := c.Start(context.Background(), job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) {
+		return killable(func() (string, error) {
+			entered <- inCall("Read")
+			<-unblock
+			return "late", nil
+		}), nil
+	}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		if <-entered {
+			t.Error("the undeclared ReadOutput ran on its caller")
+			release() // or the caller, stuck in it, would never return
+		}
+		cancel()
+	}()
+	_, _, err = c.Read(ctx, id, NoCaller)
+	require.ErrorIs(t, err, context.Canceled)
+	var me *messages.Error
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, messages.CodeAborted, me.Code)
+	release()
+	// The registry is not stuck: a read with a ctx that never ends is answered.
+	go func() { <-entered }()
+	_, _, err = c.Read(context.Background(), id, NoCaller)
+	require.NoError(t, err)
 }

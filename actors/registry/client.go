@@ -29,10 +29,12 @@ import (
 // there. With Config.CallerRuns, a request made while the registry is idle is
 // handled on the caller's goroutine before the method waits (its own request only,
 // never another caller's): the handler's work is the registry's usual step, which
-// never blocks, so the caller waits no longer than it would for the reply. A Start
-// or Read, whose step calls a producer's hook, is run so only for a ctx that can
-// never end (runsProducer): a misbehaving producer's blocking hook must not keep a
-// caller whose ctx ended from returning.
+// never blocks, so the caller waits no longer than it would for the reply. A Start,
+// whose step calls the producer's Run, is run so only for a ctx that can never end
+// (runsProducer): a misbehaving producer's blocking hook must not keep a caller
+// whose ctx ended from returning. A Read whose ctx can end is run so unless its
+// answer would call a ReadOutput not declared non-blocking (job.Hooks.ReadNonBlocking),
+// which the registry, knowing the job, hands to its worker (registryActor.handOff).
 type Client struct {
 	root    *actor.RootContext
 	pid     *actor.PID
@@ -97,14 +99,15 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 }
 
 // runsProducer reports whether a request whose handler calls a producer's hook
-// (a start's Run, a stream read's ReadOutput) may be run by its caller: only when
+// (a start's Run) may be run by its caller: only when
 // the registry lets callers run requests (Config.CallerRuns) and ctx can never end.
 // Those hooks never block (SPEC §1.3 rule 9), but a misbehaving producer's may, and
 // a caller whose ctx can end must still return at that end (job/aborted) while the
 // registry is stuck in the hook, which it could not do from inside the hook. A
 // caller whose ctx never ends waits for the hook's return either way. The other
 // requests (kill, wait, get, list, record, AwaitSettled) call no producer hook on
-// the registry and are run by any caller.
+// the registry and are run by any caller; a Read is decided by the registry
+// (registryActor.handOff).
 func (c *Client) runsProducer(ctx context.Context) byCaller {
 	return c.runs && ctx.Done() == nil
 }
@@ -278,7 +281,10 @@ func (c *Client) Read(ctx context.Context, id string, caller Caller) (string, *m
 		call = newReadCall(c.runs)
 	}
 	call.as.caller = caller
-	call.as.byCaller = c.runsProducer(ctx) // a live stream's read runs its ReadOutput
+	// Any read may be run by its caller: the registry hands to its worker one whose
+	// ctx can end and whose answer calls a ReadOutput not declared non-blocking
+	// (registryActor.handOff), which it alone can tell, knowing the job.
+	call.as.byCaller, call.as.onCaller = c.runs, false
 	call.read = job.Read{ID: id, Ctx: ctx, Reply: call.reply}
 	c.root.Send(c.pid, &call.as)
 	res, err := awaitYielding(ctx, c, call.reply)

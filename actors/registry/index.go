@@ -24,6 +24,7 @@ type record struct {
 	slot       bool // holds an admission slot
 	hasDetail  bool
 	stream     bool // the producer has ReadOutput
+	readInline bool // readOutput never blocks: liveFinalOutput, or declared job.Hooks.ReadNonBlocking
 	detail     string
 	finishedAt int64
 	output     string

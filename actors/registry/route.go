@@ -54,6 +54,12 @@ func (r *registryActor) read(c actor.Context, m *job.Read, own bool) {
 		r.readLive(rec, m, own)
 		return
 	}
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		// As a live read: one whose ctx ended before it was taken up (a read handed
+		// to the worker, handOff, or queued behind others) reads and claims nothing.
+		answerRead(m, own, job.ReadResult{Err: job.Aborted(m.Ctx)})
+		return
+	}
 	text := rec.output
 	if rec.stream {
 		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {

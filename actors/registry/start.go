@@ -142,7 +142,10 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		status: job.Running,
 		slot:   true,
 		stream: hooks.ReadOutput != nil,
-		out:    spec.Record,
+		// A final-output kind's reads call no producer hook; a stream kind's call
+		// ReadOutput, which a caller whose ctx can end may run only if declared.
+		readInline: hooks.ReadOutput == nil || hooks.ReadNonBlocking,
+		out:        spec.Record,
 		// Live reads call it here until a kill or teardown goes to the job (toHooks).
 		readOutput: hooks.ReadOutput,
 	}

@@ -112,8 +112,15 @@ func (m *Mailbox) PostUserMessage(message any) {
 // surface is an owner.InlineSurface (the other owner actors have a Linked
 // mailbox), and the registry Client's requests when the registry runs on troupe's
 // PoolDispatcher (actors/registry Config.CallerRuns: a caller's kill, wait, get,
-// list, record or observation, and its start or read when its ctx can never end,
-// is answered on the caller's goroutine).
+// list, record, observation or read, and its start when its ctx can never end, is
+// answered on the caller's goroutine; a read that would call a producer hook not
+// declared non-blocking with a ctx that can end is handed on by the registry to
+// its worker).
+//
+// PostUserMessage asks HandledBySender only when the mailbox is idle, once, under
+// its lock, just before a true answer hands the sender the run: a message may
+// note its answer, so that its handler knows it may be on the sender's goroutine
+// (it is, unless a system message posted meanwhile suspends the mailbox first).
 type Inline interface{ HandledBySender() bool }
 
 // PostSystemMessage queues a system message and schedules a run if none is.

@@ -171,7 +171,10 @@ func start(cmd *exec.Cmd, cfg Config, rec *job.Record, pty bool) (*proc, job.Hoo
 // start runs the shell command (a PTY's caller starts the process itself).
 func (p *proc) start(pty bool) (job.Hooks, error) {
 	cfg, cmd := p.cfg, p.cmd
-	hooks := job.Hooks{Cancel: p.requestCancel, CancelNonBlocking: true, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta}
+	hooks := job.Hooks{Cancel: p.requestCancel, CancelNonBlocking: true, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta,
+		// ReadDelta copies the buffered delta under the buffer's own lock, which a
+		// write holds only to copy into the buffer: it never waits on the program.
+		ReadNonBlocking: true}
 	prepareHost()
 	if !cfg.NoSubreaper {
 		_ = becomeSubreaper()

@@ -25,7 +25,8 @@ import (
 )
 
 // BenchmarkJobOutputStream is job_output on a live stream job through the tool
-// pipeline (decode, read, render, finalize). Baseline: BenchmarkRawRead.
+// pipeline (decode, read, render, finalize), with a ctx that can end as a model's
+// tool call has (the benchmark's own). Baseline: BenchmarkRawRead.
 func BenchmarkJobOutputStream(b *testing.B) {
 	sys, _ := troupetest.NewSystem(b)
 	m, err := jobtools.MountIn(b.Context(), sys.Jobs(), sys.Scope(), jobtools.DefaultConfig())
@@ -38,8 +39,9 @@ func BenchmarkJobOutputStream(b *testing.B) {
 	args, _ := json.Marshal(map[string]any{"job_id": id})
 	pipe := m.Pipeline()
 	call := tools.Call{ID: "c", Name: jobtools.NameOutput, Args: args}
+	ctx := b.Context()
 	for b.Loop() {
-		if res := pipe.Run(context.Background(), m.Output(), call); res.IsError {
+		if res := pipe.Run(ctx, m.Output(), call); res.IsError {
 			b.Fatal(res.Content)
 		}
 	}

@@ -22,7 +22,10 @@ import (
 // callers when it is idle (Config.CallerRuns), on protoactor's default dispatcher,
 // with a job controller attached in its global scope; it is stopped in cleanup as
 // troupe's System stops it.
-func callerRunsRegistry(t *testing.T) *Client {
+func callerRunsRegistry(t *testing.T) *Client { return testRegistry(t, true) }
+
+// testRegistry is callerRunsRegistry with Config.CallerRuns set to callerRuns.
+func testRegistry(t *testing.T, callerRuns bool) *Client {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
@@ -30,7 +33,7 @@ func callerRunsRegistry(t *testing.T) *Client {
 	watch := job.NewWatcher()
 	stopped := make(chan struct{})
 	c, err := Spawn(system, Config{MaxConcurrentJobsPerOwner: 10, RootScope: root, Logger: quiet,
-		Now: func() int64 { return time.Now().UnixMilli() }, Watcher: watch, CallerRuns: true}, stopped)
+		Now: func() int64 { return time.Now().UnixMilli() }, Watcher: watch, CallerRuns: callerRuns}, stopped)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		bg := context.Background()
@@ -48,10 +51,7 @@ func callerRunsRegistry(t *testing.T) *Client {
 
 // inCall reports whether the calling goroutine is inside the Client method named
 // (its stack has the method's frame): a registry handler run by that caller.
-func inCall(method string) bool {
-	buf := make([]byte, 64<<10)
-	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "registry.(*Client)."+method+"(")
-}
+func inCall(method string) bool { return inFrame("registry.(*Client)." + method + "(") }
 
 // killable is a producer's hooks whose Cancel settles the job killed.
 func killable(readOutput func() (string, error)) job.Hooks {
@@ -119,25 +119,8 @@ func TestACallerRunsOnlyItsOwnRequest(t *testing.T) {
 // no request is run by its caller: a start's Run and a read's ReadOutput are never
 // inside the Client's call.
 func TestRequestsWaitForTheDispatcherWithoutCallerRuns(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	root := scope.NewRoot("global")
-	watch := job.NewWatcher()
-	stopped := make(chan struct{})
-	c, err := Spawn(system, Config{MaxConcurrentJobsPerOwner: 10, RootScope: root, Logger: quiet,
-		Now: func() int64 { return time.Now().UnixMilli() }, Watcher: watch}, stopped)
-	require.NoError(t, err)
-	defer func() {
-		_ = root.Dispose(context.Background())
-		_ = c.Dispose(context.Background())
-		_ = system.Root.PoisonFuture(c.PID()).Wait()
-		close(stopped)
-		watch.Close()
-		system.Shutdown()
-	}()
+	c := testRegistry(t, false)
 	ctx := context.Background()
-	_, err = c.AttachController(ctx, root, "test")
-	require.NoError(t, err)
 	onCaller := 0
 	for range 10 {
 		id, err := c.Start(ctx, job.Spec{Kind: "stream", Label: "stream", Run: func() (job.Hooks, error) {

@@ -333,7 +333,7 @@ func (r *registryActor) Receive(c actor.Context) {
 		if rec := r.idx.get(m.id); rec != nil && rec.live() {
 			r.stopLanded(m.id, supervision.CauseNone)
 			r.commitSettlement(c, rec, job.Decision{Status: job.Failed, HasDetail: true,
-				Detail: "Error: job actor stopped before the job settled", Reported: rec.reported}, r.cfg.Now(), nil, nil)
+				Detail: "Error: job actor stopped before the job settled", Reported: rec.reported()}, r.cfg.Now(), nil, nil)
 		}
 		r.jobStopped(c, m.id)
 	}

@@ -121,7 +121,7 @@ func (r *registryActor) handOff(m *asCaller, jm *job.Read) bool {
 		return false
 	}
 	rec := r.idx.get(jm.ID)
-	return rec != nil && !rec.readInline && (rec.live() && rec.readOutput != nil || !rec.live() && rec.stream)
+	return rec != nil && !rec.readInline() && (rec.live() && rec.readOutput != nil || !rec.live() && rec.stream())
 }
 
 func (r *registryActor) serveAs(c actor.Context, m *asCaller) {

@@ -20,11 +20,7 @@ type record struct {
 	owner      *ownerEntry // nil: unowned
 	pid        *actor.PID  // live job actor; nil once settled
 	status     job.Status
-	reported   bool
-	slot       bool // holds an admission slot
-	hasDetail  bool
-	stream     bool // the producer has ReadOutput
-	readInline bool // readOutput never blocks: liveFinalOutput, or declared job.Hooks.ReadNonBlocking
+	flags      recordFlags // reported, slot, hasDetail, stream, readInline (record.go)
 	detail     string
 	finishedAt int64
 	output     string
@@ -45,7 +41,7 @@ func (r *record) snapshot() *messages.JobSnapshot {
 	var detail *string
 	var finished *int64
 	switch {
-	case r.hasDetail:
+	case r.hasDetail():
 		b := &detailSnapshot{detail: r.detail, finished: r.finishedAt}
 		s, detail, finished = &b.snap, &b.detail, &b.finished
 	case r.status.Terminal():
@@ -57,7 +53,7 @@ func (r *record) snapshot() *messages.JobSnapshot {
 	if !r.status.Terminal() {
 		finished = nil
 	}
-	r.Fill(s, r.status, detail, finished, r.reported)
+	r.Fill(s, r.status, detail, finished, r.reported())
 	return s
 }
 

@@ -102,7 +102,7 @@ func (r *registryActor) jobSettled(c actor.Context, rec *record) {
 		cause = supervision.CauseProducer
 	}
 	e := supervision.JobSettled{ID: rec.ID, Status: rec.status.Name(), Cause: cause}
-	if rec.hasDetail {
+	if rec.hasDetail() {
 		e.Detail = rec.detail
 	}
 	if r.life.ended == nil {

@@ -76,7 +76,7 @@ func (r *registryActor) plantedAnnounce(m *job.PlantedEarlyOutcome) {
 				continue
 			}
 			at := m.At
-			snap := rec.Snapshot(m.Outcome.Status, detail, &at, rec.reported)
+			snap := rec.Snapshot(m.Outcome.Status, detail, &at, rec.reported())
 			if err := job.Protect(func() error { reg.done(snap, who); return nil }); err != nil {
 				r.cfg.Logger.Warn(fmt.Sprintf("jobs: onJobDone listener threw for %s: %s", rec.ID, err.Error()))
 			}

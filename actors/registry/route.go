@@ -61,14 +61,14 @@ func (r *registryActor) read(c actor.Context, m *job.Read, own bool) {
 		return
 	}
 	text := rec.output
-	if rec.stream {
+	if rec.stream() {
 		if err := job.Protect(func() (e error) { text, e = rec.readOutput(); return }); err != nil {
 			answerRead(m, own, job.ReadResult{Err: &messages.Error{Code: messages.CodeReadFailed, Message: job.ErrorText(err), Cause: err}})
 			return
 		}
 		text = job.ValidText(text)
 	}
-	rec.reported = true
+	rec.setReported(true)
 	answerRead(m, own, job.ReadResult{Text: text, Snapshot: rec.snapshot()})
 }
 
@@ -130,7 +130,7 @@ func (r *registryActor) kill(c actor.Context, m *job.Kill, own bool) {
 		return
 	}
 	if !m.NoClaim {
-		rec.reported = true
+		rec.setReported(true)
 	}
 	m.Reply <- job.KillResult{Result: messages.KillResult_KILL_RESULT_ALREADY_FINISHED, Snapshot: rec.snapshot(), Free: own}
 }
@@ -150,7 +150,7 @@ func (r *registryActor) wait(c actor.Context, m *job.Wait) {
 		c.Send(rec.pid, r.shared.Stamp(m))
 		return
 	}
-	rec.reported = true
+	rec.setReported(true)
 	m.Reply <- job.WaitResult{Snapshot: rec.snapshot()}
 }
 
@@ -169,7 +169,7 @@ func (r *registryActor) stopRequested(c actor.Context, m *job.StopRequested) {
 	}
 	if rec.live() {
 		rec.status = job.Stopping
-		rec.reported = m.Reported
+		rec.setReported(m.Reported)
 		r.stopLanded(rec.ID, stopCause(m))
 	}
 	// SPEC §2.7: set stopping, fire onJobsChanged, then return requested — the

@@ -43,17 +43,18 @@ func (r *registryActor) commitSettlement(c actor.Context, rec *record, d job.Dec
 	pid := rec.pid
 	rec.pid = nil
 	rec.status = d.Status
-	rec.hasDetail, rec.detail = d.HasDetail, d.Detail
+	rec.setHasDetail(d.HasDetail)
+	rec.detail = d.Detail
 	rec.finishedAt = finishedAt
-	rec.reported = d.Reported
+	rec.setReported(d.Reported)
 	rec.output = d.Output
 	rec.readOutput = readOutput
 	if rec.out != nil {
 		rec.out.Seal() // appends made before the outcome are in; later ones are dropped
 	}
 	r.jobSettled(c, rec)
-	if rec.slot {
-		rec.slot = false
+	if rec.slot() {
+		rec.setSlot(false)
 		r.adm.Release(rec.ownerKey())
 	}
 	for _, w := range waiters {

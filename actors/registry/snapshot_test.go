@@ -18,13 +18,13 @@ import (
 // a settled job with a detail, 2 without).
 func TestRecordSnapshotIsOneAllocation(t *testing.T) {
 	live := &record{Meta: job.Meta{ID: "bash-1", Label: "l", StartedAt: 5}, pid: actor.NewPID("local", "registry/bash-1"), status: job.Running}
-	settled := &record{Meta: job.Meta{ID: "bash-2", Label: "l", StartedAt: 5}, status: job.Completed, finishedAt: 9, reported: true}
-	failed := &record{Meta: job.Meta{ID: "bash-3", Label: "l", StartedAt: 5}, status: job.Failed, finishedAt: 9, hasDetail: true, detail: "Error: boom"}
-	stopping := &record{Meta: job.Meta{ID: "bash-4", Label: "l", StartedAt: 5}, pid: actor.NewPID("local", "registry/bash-4"), status: job.Stopping, hasDetail: true, detail: "why"}
+	settled := &record{Meta: job.Meta{ID: "bash-2", Label: "l", StartedAt: 5}, status: job.Completed, finishedAt: 9, flags: flagReported}
+	failed := &record{Meta: job.Meta{ID: "bash-3", Label: "l", StartedAt: 5}, status: job.Failed, finishedAt: 9, flags: flagHasDetail, detail: "Error: boom"}
+	stopping := &record{Meta: job.Meta{ID: "bash-4", Label: "l", StartedAt: 5}, pid: actor.NewPID("local", "registry/bash-4"), status: job.Stopping, flags: flagHasDetail, detail: "why"}
 	for _, r := range []*record{live, settled, failed, stopping} {
 		var detail *string
 		var finished *int64
-		if r.hasDetail {
+		if r.hasDetail() {
 			d := r.detail
 			detail = &d
 		}
@@ -32,7 +32,7 @@ func TestRecordSnapshotIsOneAllocation(t *testing.T) {
 			f := r.finishedAt
 			finished = &f
 		}
-		want := r.Snapshot(r.status, detail, finished, r.reported)
+		want := r.Snapshot(r.status, detail, finished, r.reported())
 		a, b := r.snapshot(), r.snapshot()
 		require.True(t, proto.Equal(want, a), "%s: %v, want %v", r.ID, a, want)
 		if a.FinishedAt != nil {

@@ -140,15 +140,15 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 		},
 		owner:  oe,
 		status: job.Running,
-		slot:   true,
-		stream: hooks.ReadOutput != nil,
-		// A final-output kind's reads call no producer hook; a stream kind's call
-		// ReadOutput, which a caller whose ctx can end may run only if declared.
-		readInline: hooks.ReadOutput == nil || hooks.ReadNonBlocking,
-		out:        spec.Record,
+		flags:  flagSlot,
+		out:    spec.Record,
 		// Live reads call it here until a kill or teardown goes to the job (toHooks).
 		readOutput: hooks.ReadOutput,
 	}
+	rec.flags.set(flagStream, hooks.ReadOutput != nil)
+	// A final-output kind's reads call no producer hook; a stream kind's call
+	// ReadOutput, which a caller whose ctx can end may run only if declared.
+	rec.flags.set(flagReadInline, hooks.ReadOutput == nil || hooks.ReadNonBlocking)
 	if rec.readOutput == nil {
 		rec.readOutput = liveFinalOutput
 	}

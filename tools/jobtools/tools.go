@@ -55,8 +55,16 @@ type Tools struct {
 	// final step. A leaf helper: no actor state depends on it.
 	limits struct {
 		sync.Mutex
-		m map[string]int64
+		m map[string]capturedLimit
 	}
+}
+
+// capturedLimit is what CaptureLimit found of a job visible to the caller at call
+// start: its outputLimitBytes, or that it has none. A job's limit is its spec's
+// and never changes, so the final step needs no second lookup either way.
+type capturedLimit struct {
+	limit int64
+	has   bool
 }
 
 // New binds the tools to a registry with a config.
@@ -66,7 +74,7 @@ func New(jobs *registry.Client, cfg Config) (*Tools, error) {
 		return nil, err
 	}
 	t := &Tools{jobs: jobs, cfg: r}
-	t.limits.m = map[string]int64{}
+	t.limits.m = map[string]capturedLimit{}
 	return t, nil
 }
 
@@ -177,26 +185,32 @@ func jobIDOf(call tools.Call) string {
 	return args.JobID
 }
 
-// lookupLimit finds the job's outputLimitBytes among the caller's visible jobs.
-func (t *Tools) lookupLimit(ctx context.Context, call tools.Call) (int64, bool) {
+// lookupLimit finds the job's outputLimitBytes among the caller's visible jobs:
+// found reports that the job is one (the registry's owner fence, in its Get), and
+// c its limit, if it has one.
+func (t *Tools) lookupLimit(ctx context.Context, call tools.Call) (c capturedLimit, found bool) {
 	id := jobIDOf(call)
 	if id == "" {
-		return 0, false
+		return capturedLimit{}, false
 	}
 	snap, err := t.jobs.Get(ctx, id, registry.AsAgent(call.Caller.Agent()))
-	if err != nil || snap.OutputLimitBytes == nil {
-		return 0, false
+	if err != nil {
+		return capturedLimit{}, false
 	}
-	return *snap.OutputLimitBytes, true
+	if snap.OutputLimitBytes != nil {
+		c = capturedLimit{limit: *snap.OutputLimitBytes, has: true}
+	}
+	return c, true
 }
 
 // CaptureLimit is a pre hook to add first (tools.Pipeline.PrependPre): it captures
-// the job's output limit at call start, before policy runs.
+// the job's output limit at call start, before policy runs. A visible job's absent
+// limit is captured too, so that Finalize does not ask the registry again.
 func (t *Tools) CaptureLimit(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 	if (call.Name == NameOutput || call.Name == NameKill) && call.ID != "" {
-		if limit, ok := t.lookupLimit(ctx, *call); ok {
+		if c, found := t.lookupLimit(ctx, *call); found {
 			t.limits.Lock()
-			t.limits.m[call.ID] = limit
+			t.limits.m[call.ID] = c
 			t.limits.Unlock()
 		}
 	}
@@ -211,15 +225,18 @@ func (t *Tools) Finalize(ctx context.Context, call tools.Call, res tools.Result)
 		return res
 	}
 	t.limits.Lock()
-	limit, ok := t.limits.m[call.ID]
+	c, found := t.limits.m[call.ID]
 	delete(t.limits.m, call.ID)
 	t.limits.Unlock()
-	if !ok {
-		if limit, ok = t.lookupLimit(ctx, call); !ok {
-			return res
-		}
+	if !found {
+		// Not captured at call start (no call id, no CaptureLimit, or the job was
+		// not visible then): look it up now.
+		c, found = t.lookupLimit(ctx, call)
 	}
-	return Bound(call.Name, res, int(limit))
+	if !found || !c.has {
+		return res
+	}
+	return Bound(call.Name, res, int(c.limit))
 }
 
 // Bound applies §3.6's finalize rules with a known limit.

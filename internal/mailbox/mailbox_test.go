@@ -397,5 +397,5 @@ func (r *hookRecorder) InvokeSystemMessage(m any) {
 		r.onSys(m)
 	}
 }
-func (r *hookRecorder) InvokeUserMessage(m any) { *r.got = append(*r.got, m) }
+func (r *hookRecorder) InvokeUserMessage(m any)  { *r.got = append(*r.got, m) }
 func (r *hookRecorder) EscalateFailure(any, any) {}

@@ -4,7 +4,8 @@
 // allocation per message or per run, and its Inline messages are run by their
 // sender when the mailbox is idle. Linked (linked.go) is for the many mostly idle
 // ones, the job actors, the other owner actors and Activations: smallest when idle
-// (80 B, no node held), a node per message, never inline.
+// (80 B, no node held), a node per message, never running an Inline message on its
+// sender (its own BySender messages are: a job actor's settle and kill).
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at

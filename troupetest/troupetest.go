@@ -198,6 +198,9 @@ func (p *Producer) Run() (job.Hooks, error) {
 	} else {
 		p.done, p.settler = nil, &job.Settler{}
 		h.OnSettle = p.settler.OnSettle
+		// Settle hands the outcome over outside p's lock: from the test's goroutine,
+		// or from Cancel's (a runner's, or the job actor's own, which is not idle).
+		h.SettleInline = true
 	}
 	p.mu.Unlock()
 	if p.Stream {

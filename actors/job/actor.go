@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,6 +40,11 @@ type Shared struct {
 	// Root is the actor system's root context: what a job actor delivers its
 	// producer's outcome with, from any goroutine (shared here, not held per job).
 	Root *actor.RootContext
+	// CallerRuns (registry Config.CallerRuns: troupe's PoolDispatcher) lets the
+	// goroutines that send to an idle job actor run it: a producer's settle
+	// (Hooks.SettleInline) and a Client's kill (Kill.Handoff). Off, as on a seeded
+	// schedule, every run of a job actor is its dispatcher's.
+	CallerRuns bool
 }
 
 // Spawner spawns job actors from one shared Props: per-job Props and a per-job
@@ -109,6 +115,10 @@ type jobMore struct {
 	cancel    cancelling  // the producer's Cancel in flight, when cancelOn
 	cancelOn  bool        // a Cancel is in flight
 	stopTimer func() bool // the armed SettleTimeout timer's stop, nil when none
+	// captured is the outcome the producer settled with while its non-blocking
+	// Cancel ran on this actor (startCancel), or abandonedDone once that Cancel
+	// returned without finding one stored.
+	captured atomic.Pointer[doneMsg]
 }
 
 func (a *jobActor) extra() *jobMore {
@@ -168,7 +178,20 @@ type cancelling struct {
 type doneMsg struct {
 	o  Outcome
 	ok bool
+	// bySender: the producer's settle may run the idle job actor on its own
+	// goroutine (Hooks.SettleInline, Shared.CallerRuns; mailbox.BySender).
+	bySender bool
 }
+
+// BySender makes a producer's outcome, settled through OnSettle by a producer that
+// declares Hooks.SettleInline, a mailbox.BySender message: delivered to the idle
+// job actor, the settling goroutine runs the actor's step itself (the settlement,
+// the registry's commit that is Inline behind it, its listeners and an inline
+// owner's notice; the actor's stop that the commit's poison asks for).
+func (d *doneMsg) BySender() (bool, *mailbox.Handoff) { return d.bySender, nil }
+
+// abandonedDone marks a capture that its Cancel's return closed (jobMore.captured).
+var abandonedDone = &doneMsg{}
 
 // cancelDone is a Cancel call's result, sent by the goroutine that ran it.
 type cancelDone struct{ err error }
@@ -318,8 +341,21 @@ func (a *jobActor) startWatch(c actor.Context) {
 }
 
 // producerSettle is the settle function OnSettle hands the producer: the first
-// call delivers, unless the watch was removed.
-func (a *jobActor) producerSettle(o Outcome) { settleOnce(a, o) }
+// call delivers, unless the watch was removed. Called while the producer's
+// non-blocking Cancel runs on this actor (the watch is capturing, startCancel),
+// it leaves the outcome for that Cancel's return instead of sending it — unless
+// the return came first, and then it is sent as any outcome.
+func (a *jobActor) producerSettle(o Outcome) {
+	prev, ok := a.watch.claimFrom()
+	if !ok {
+		return
+	}
+	d := &doneMsg{o: o, ok: true, bySender: a.cfg.Hooks.SettleInline && a.cfg.Shared.CallerRuns}
+	if prev == &capturePoke && a.more.captured.CompareAndSwap(nil, d) {
+		return // the Cancel's return takes it (the watch's CAS published a.more)
+	}
+	a.send(d)
+}
 
 // watched is the job's Watch (the watcher's target).
 func (a *jobActor) watched() *Watch { return &a.watch }
@@ -328,12 +364,15 @@ func (a *jobActor) watched() *Watch { return &a.watch }
 // goroutine has it (a watcher shard's, the producer's through OnSettle, or the
 // actor's own when Done was ready at start); in a troupe_mutation build a planted
 // bug may take it over (plantedStart).
-func (a *jobActor) deliver(o Outcome, ok bool) {
-	if plantedDeliver(a, o, ok) {
+func (a *jobActor) deliver(o Outcome, ok bool) { a.send(&doneMsg{o: o, ok: ok}) }
+
+// send is deliver's send of d (a planted delivery takes it over).
+func (a *jobActor) send(d *doneMsg) {
+	if plantedDeliver(a, d.o, d.ok) {
 		return
 	}
 	fault.Yield("job.done.deliver")
-	a.cfg.Root.Send(a.self, &doneMsg{o: o, ok: ok})
+	a.cfg.Root.Send(a.self, d)
 }
 
 // endWait answers a wait that ended before settlement, as its timeout or abort would.
@@ -481,12 +520,30 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 		return
 	}
 	if a.cfg.Hooks.CancelNonBlocking {
-		// Declared to return at once: called here, and its result sent to this actor
-		// as a runner's would be. The send only queues (this mailbox is running), so
-		// what arrived during the call — an outcome Cancel itself settled first — is
-		// held before it and handled after it, exactly as behind a runner's Cancel.
+		// Declared to return at once: called here. With callers running job actors
+		// (Shared.CallerRuns), an OnSettle producer's watch captures an outcome
+		// settled during the call (producerSettle), which is then held as the first
+		// thing that arrived behind the Cancel, and the result is applied at once:
+		// the kill, the settlement riding with it and the registry's commit happen
+		// in this one step, with no message to this actor in between (so a sender
+		// running this actor's step — a Client's kill, Kill.Handoff — runs them all).
+		capture := a.cfg.Shared.CallerRuns && a.cfg.Hooks.OnSettle != nil && !plantedDelivery(a) &&
+			a.watch.poke.CompareAndSwap(nil, &capturePoke)
 		err := protect(func() error { return cancel(reason) })
 		fault.Yield("job.cancel.after-hook")
+		if capture {
+			if !a.watch.poke.CompareAndSwap(&capturePoke, nil) { // settled during the call
+				if d := more.captured.Swap(abandonedDone); d != nil {
+					more.cancel.deferred = append(more.cancel.deferred, d)
+				}
+			}
+			a.cancelReturned(c, err)
+			return
+		}
+		// Otherwise its result is sent to this actor as a runner's would be. The send
+		// only queues (this mailbox is running), so what arrived during the call — an
+		// outcome Cancel itself settled first — is held before it and handled after
+		// it, exactly as behind a runner's Cancel.
 		if err == nil {
 			c.Send(c.Self(), cancelOK)
 			return

@@ -56,19 +56,27 @@ type Watch struct {
 	poke atomic.Pointer[chan struct{}]
 }
 
-// finishedPoke's address marks a finished Watch.
-var finishedPoke chan struct{}
+// finishedPoke's address marks a finished Watch; capturePoke's, a job actor's
+// watch while its producer's non-blocking Cancel runs on it (jobActor.startCancel):
+// an outcome settled meanwhile is captured, not sent.
+var finishedPoke, capturePoke chan struct{}
 
 // claim finishes the watch and reports whether this call did (first wins between
 // the delivery, the callback's settle calls and Remove).
 func (wt *Watch) claim() bool {
+	_, ok := wt.claimFrom()
+	return ok
+}
+
+// claimFrom is claim, also returning the state it finished the watch from.
+func (wt *Watch) claimFrom() (prev *chan struct{}, ok bool) {
 	for {
 		p := wt.poke.Load()
 		if p == &finishedPoke {
-			return false
+			return nil, false
 		}
 		if wt.poke.CompareAndSwap(p, &finishedPoke) {
-			return true
+			return p, true
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 )
 
@@ -43,7 +44,18 @@ type Kill struct {
 	NoClaim    bool
 	Ctx        context.Context // the caller's; once done before Cancel starts, nothing changes (nil: never done)
 	Reply      chan<- KillResult
+	// Handoff, when set (a registry Client's kill with Config.CallerRuns), makes
+	// the kill a mailbox.BySender message: routed to an idle job actor, the
+	// actor's run is left in it for the killer, which takes it after its send and
+	// runs it before waiting for the answer (registry Client.Kill) — the Cancel
+	// (declared non-blocking, or handed to a runner), the landed kill's commit and
+	// the settlement riding with it, the answer, the actor's stop. No worker is
+	// woken, and the killer finds its answer in Reply.
+	Handoff *mailbox.Handoff
 }
+
+// BySender offers an idle job actor's run to the killer (Handoff, when set).
+func (k *Kill) BySender() (bool, *mailbox.Handoff) { return false, k.Handoff }
 
 // KillResult answers Kill with the result and a snapshot taken in the same step.
 type KillResult struct {

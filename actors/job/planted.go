@@ -53,6 +53,16 @@ func plantedDeliver(a *jobActor, o Outcome, ok bool) bool {
 	return found
 }
 
+// plantedDelivery reports whether a has a planted delivery (which every outcome
+// must go through: no capture of it, startCancel).
+func plantedDelivery(a *jobActor) bool {
+	if !plantedAny.Load() {
+		return false
+	}
+	_, found := plantedDeliveries.Load(a)
+	return found
+}
+
 // plantedDeliverer is the outcome delivery (the Done watcher's callback, or the
 // settle function OnSettle hands the producer) of a job actor started while a
 // planted bug of this package is planted, or nil (the production closure).

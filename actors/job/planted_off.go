@@ -15,3 +15,5 @@ func plantedStopped(*jobActor) {}
 func plantedStart(*jobActor, *actor.RootContext, *actor.PID) {}
 
 func plantedDeliver(*jobActor, Outcome, bool) bool { return false }
+
+func plantedDelivery(*jobActor) bool { return false }

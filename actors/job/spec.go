@@ -76,7 +76,21 @@ type Outcome struct {
 // called so only for a ctx that can never end, and otherwise on the registry's
 // worker, so that its caller still returns at its ctx's end. A ReadOutput so
 // declared that blocks holds up its caller past its ctx's end, and the registry
-// with it: leave it false when in doubt.
+// with it: leave it false when in doubt. CancelNonBlocking likewise: a Client's
+// kill routed to an idle job actor may run that actor's step, Cancel included, on
+// the killer's goroutine (Kill.Handoff), whatever its ctx.
+//
+// SettleInline is the producer's promise that it calls OnSettle's settle function
+// from a goroutine that holds no lock (and is inside no call) that its own hooks,
+// the registry's listeners or an owner's surface could wait for, and that may be
+// held up by the settlement's step: the producer's own supervising goroutine
+// after it released its resources. troupe may then run the idle job actor's step
+// on that goroutine (registry Config.CallerRuns: troupe's PoolDispatcher) — the
+// settlement, the registry's commit, its onJobDone/onJobsChanged listeners, the
+// notice to an owner whose surface enqueues only, the job actor's stop — instead
+// of waking a worker for it (issue 15: the notice latency). Undeclared, settle
+// only sends. A settle called inside the producer's Cancel, or before OnSettle,
+// is never run so (the job actor is not idle then). It applies to OnSettle only.
 type Hooks struct {
 	Cancel            func(reason string) error
 	CancelNonBlocking bool
@@ -84,6 +98,7 @@ type Hooks struct {
 	OnSettle          func(settle func(Outcome))
 	ReadOutput        func() (string, error)
 	ReadNonBlocking   bool
+	SettleInline      bool
 }
 
 // Spec is a request to start a background job (SPEC §2.1 JobStart).

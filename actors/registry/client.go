@@ -52,8 +52,14 @@ type Client struct {
 func Spawn(system *actor.ActorSystem, cfg Config, stopped <-chan struct{}) (*Client, error) {
 	c := &Client{root: system.Root, stopped: stopped, runs: byCaller(cfg.CallerRuns)}
 	// The registry supervises its job actors itself (registryActor.HandleFailure).
+	// With callers running requests, a job actor's stop runs the registry's
+	// Terminated too when the registry is idle (mailbox.NewTerminatedBySender).
+	mb := mailbox.Producer
+	if cfg.CallerRuns {
+		mb = mailbox.ProducerTerminatedBySender
+	}
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(cfg, c) },
-		actor.WithGuardian(supervision.RegistryStrategy()), actor.WithMailbox(mailbox.Producer))
+		actor.WithGuardian(supervision.RegistryStrategy()), actor.WithMailbox(mb))
 	if cfg.Dispatcher != nil {
 		props = props.Configure(actor.WithDispatcher(cfg.Dispatcher))
 	}
@@ -344,7 +350,16 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 	}
 	call.as.caller = caller
 	call.kill = job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: call.reply}
+	if c.runs {
+		call.handoff.Reset()
+		call.kill.Handoff = &call.handoff
+	}
 	c.root.Send(c.pid, &call.as)
+	if run := call.handoff.Take(); run != nil {
+		// The kill reached an idle job actor, which left its run here: this
+		// goroutine makes it (job.Kill.Handoff), and the answer is then in reply.
+		run()
+	}
 	res, err := await(ctx, c, call.reply)
 	if err != nil {
 		// The registry or the job actor may still take the kill up and answer it: the
@@ -366,9 +381,10 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 // stopped registry), or answered unfreed, is never reused. The pool is the
 // Client's, not the process's (see readCall).
 type killCall struct {
-	as    asCaller
-	kill  job.Kill
-	reply chan job.KillResult
+	as      asCaller
+	kill    job.Kill
+	reply   chan job.KillResult
+	handoff mailbox.Handoff // the job actor's run left for this caller (job.Kill.Handoff)
 }
 
 func newKillCall(runs byCaller) *killCall {

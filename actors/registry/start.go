@@ -160,7 +160,8 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 	}
 	if r.shared == nil {
 		r.shared = &job.Shared{Registry: c.Self(), Watcher: r.cfg.Watcher, Logger: r.cfg.Logger, Now: r.cfg.Now,
-			SettleTimeout: r.cfg.SettleTimeout, AfterFunc: r.cfg.AfterFunc, Runners: r.runners, Root: c.ActorSystem().Root}
+			SettleTimeout: r.cfg.SettleTimeout, AfterFunc: r.cfg.AfterFunc, Runners: r.runners, Root: c.ActorSystem().Root,
+			CallerRuns: r.cfg.CallerRuns}
 	}
 	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id)
 	if err != nil {

@@ -55,7 +55,95 @@ func (m *Linked) PostUserMessage(message any) {
 	}
 	m.user.push(&qnode{val: message})
 	m.userN.Add(1)
+	if b, ok := message.(BySender); ok && m.sysN.Load() == 0 {
+		if now, h := b.BySender(); now || h != nil {
+			m.offer(message, now, h)
+			return
+		}
+	}
 	m.schedule()
+}
+
+// BySender is a user message that an idle Linked mailbox lets its sender run, in
+// a run bounded to it (the bounded run, below), instead of handing the run to the
+// dispatcher: one goroutine wake fewer, and none at all on a chain of such runs.
+// PostUserMessage asks BySender only when no system message waits (a job actor's
+// Started, say, whose handler may call producer code), and only a message it can
+// claim the idle mailbox for is run so; otherwise, or when BySender answers
+// (false, nil), the run is the dispatcher's. The answer says where it is run:
+//   - now: on the sender's goroutine, before PostUserMessage returns — a
+//     producer's settle (job's doneMsg, Hooks.SettleInline);
+//   - h (not nil): left in the Handoff, which the sender takes after its send
+//     returns and runs before it waits for its answer — a Client's kill routed by
+//     the registry to an idle job actor (job.Kill.Handoff). A Handoff already
+//     taken refuses it, and the run is the dispatcher's.
+//
+// The bounded run handles the sender's message and nothing posted by others: if
+// the sender's message is not the first one queued (another poster's push took
+// effect first) or a system message is waiting, it handles nothing and hands the
+// run to the dispatcher. After the sender's message it handles the system
+// messages posted meanwhile and a PoisonPill at the head of the queue (the
+// actor's stop: a job actor is poisoned by its registry's commit, which its own
+// settlement ran inline), and nothing else: whatever else waits, and what is
+// posted later, is handed to the dispatcher as the rest of the run, in order.
+// A panic is escalated as in any run, and the rest goes to the dispatcher.
+//
+// Only messages whose handling never blocks may be BySender, sent only to actors
+// whose stop never blocks (job actors), and only where the sender's goroutine may
+// run them (troupe's PoolDispatcher: registry Config.CallerRuns; a seeded schedule
+// keeps every run on its worker).
+type BySender interface {
+	BySender() (now bool, h *Handoff)
+}
+
+// Handoff is where an idle Linked mailbox leaves the bounded run of a BySender
+// message for its sender to take (Take) after its send returns. Its zero value
+// is open. Take closes it: a run offered later (the message routed on a worker
+// after the sender stopped looking) is refused, and goes to the dispatcher.
+type Handoff struct{ run atomic.Pointer[linkedRun] }
+
+// closedHandoff marks a taken Handoff.
+var closedHandoff = &linkedRun{}
+
+// Reset reopens h for the next send of the message holding it (a reused kill):
+// call it only when nothing can offer to h any more.
+func (h *Handoff) Reset() { h.run.Store(nil) }
+
+// Take closes h and returns the run left in it, nil when none. The sender calls
+// it once after its send returns and, given a run, calls it before waiting.
+func (h *Handoff) Take() func() {
+	r := h.run.Swap(closedHandoff)
+	if r == nil || r == closedHandoff {
+		return nil
+	}
+	return r.bounded
+}
+
+// offer claims the idle mailbox for the bounded run of own, its sender's message,
+// and gives it to its sender: now, or through h; a refusal (h taken, or the
+// mailbox not idle) leaves the run to the dispatcher.
+func (m *Linked) offer(own any, now bool, h *Handoff) {
+	if !m.status.CompareAndSwap(linkedIdle, linkedRunning) {
+		return // a run is scheduled or running: it takes own up
+	}
+	r := linkedRuns.Get().(*linkedRun)
+	r.m, r.own = m, own
+	switch {
+	case now:
+		r.runBounded()
+	case h.run.CompareAndSwap(nil, r):
+	default:
+		r.m, r.own = nil, nil
+		linkedRuns.Put(r)
+		m.dispatch()
+	}
+}
+
+// dispatch hands the claimed mailbox's run to the dispatcher.
+func (m *Linked) dispatch() {
+	r := linkedRuns.Get().(*linkedRun)
+	r.m = m
+	m.dispatcher.Schedule(r.fn)
 }
 
 // PostSystemMessage enqueues a system message and schedules a run.
@@ -79,9 +167,7 @@ func (m *Linked) UserMessageCount() int { return int(m.userN.Load()) }
 
 func (m *Linked) schedule() {
 	if m.status.CompareAndSwap(linkedIdle, linkedRunning) {
-		r := linkedRuns.Get().(*linkedRun)
-		r.m = m
-		m.dispatcher.Schedule(r.fn)
+		m.dispatch()
 	}
 }
 
@@ -93,15 +179,17 @@ func (m *Linked) schedule() {
 // pool of function values made once, each bound to the mailbox it runs for the
 // time of one schedule.
 type linkedRun struct {
-	m  *Linked
-	fn func() // run, as a value (made once per linkedRun)
+	m       *Linked
+	own     any    // the bounded run's sender's message (BySender), nil for a dispatched run
+	fn      func() // run, as a value (made once per linkedRun)
+	bounded func() // runBounded, as a value (made once per linkedRun)
 }
 
 var linkedRuns sync.Pool // of *linkedRun
 
 func newLinkedRun() any {
 	r := &linkedRun{}
-	r.fn = r.run
+	r.fn, r.bounded = r.run, r.runBounded
 	return r
 }
 
@@ -114,6 +202,65 @@ func (r *linkedRun) run() {
 	r.m = nil
 	linkedRuns.Put(r)
 	m.processMessages()
+}
+
+// runBounded is the bounded run of r.own's sender (BySender); r goes back to the
+// pool first. The rest of the run, if anything waits, is the dispatcher's.
+func (r *linkedRun) runBounded() {
+	m, own := r.m, r.own
+	r.m, r.own = nil, nil
+	linkedRuns.Put(r)
+	m.runOwn(own)
+	m.status.Store(linkedIdle)
+	if m.sysN.Load() == 0 && (m.suspended.Load() || m.userN.Load() == 0) {
+		return
+	}
+	m.schedule() // unless a poster scheduled a run meanwhile
+}
+
+// runOwn handles own, if it is the first message waiting and no system message
+// waits, then the system messages and PoisonPills posted meanwhile (BySender).
+func (m *Linked) runOwn(own any) {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	if m.sysN.Load() != 0 || m.suspended.Load() || m.user.peek() != own {
+		return
+	}
+	msg = m.user.pop()
+	m.userN.Add(-1)
+	m.invoker.InvokeUserMessage(msg)
+	for {
+		if msg = m.sys.pop(); msg != nil {
+			m.sysN.Add(-1)
+			m.system(msg)
+			continue
+		}
+		if m.suspended.Load() {
+			return
+		}
+		if _, ok := m.user.peek().(*actor.PoisonPill); !ok {
+			return
+		}
+		msg = m.user.pop()
+		m.userN.Add(-1)
+		m.invoker.InvokeUserMessage(msg)
+	}
+}
+
+// system handles a system message: the mailbox's own suspension, or the invoker's.
+func (m *Linked) system(msg any) {
+	switch msg.(type) {
+	case *actor.SuspendMailbox:
+		m.suspended.Store(true)
+	case *actor.ResumeMailbox:
+		m.suspended.Store(false)
+	default:
+		m.invoker.InvokeSystemMessage(msg)
+	}
 }
 
 // processMessages is one scheduled run: it runs until the queues are empty (or the
@@ -152,14 +299,7 @@ func (m *Linked) run() {
 		i++
 		if msg = m.sys.pop(); msg != nil {
 			m.sysN.Add(-1)
-			switch msg.(type) {
-			case *actor.SuspendMailbox:
-				m.suspended.Store(true)
-			case *actor.ResumeMailbox:
-				m.suspended.Store(false)
-			default:
-				m.invoker.InvokeSystemMessage(msg)
-			}
+			m.system(msg)
 			continue
 		}
 		if m.suspended.Load() {
@@ -202,8 +342,8 @@ func (q *queue) push(n *qnode) {
 	}
 }
 
-// pop removes and returns the oldest value, or nil when the queue is empty.
-func (q *queue) pop() any {
+// take moves what was pushed onto the consumer's list when that list is empty.
+func (q *queue) take() {
 	if q.next == nil {
 		var rev *qnode
 		for n := q.head.Swap(nil); n != nil; {
@@ -211,6 +351,21 @@ func (q *queue) pop() any {
 		}
 		q.next = rev
 	}
+}
+
+// peek returns the oldest value without removing it, nil when the queue is empty
+// (consumer only).
+func (q *queue) peek() any {
+	q.take()
+	if q.next == nil {
+		return nil
+	}
+	return q.next.val
+}
+
+// pop removes and returns the oldest value, or nil when the queue is empty.
+func (q *queue) pop() any {
+	q.take()
 	n := q.next
 	if n == nil {
 		return nil

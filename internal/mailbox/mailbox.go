@@ -4,7 +4,8 @@
 // allocation per message or per run, and its Inline messages are run by their
 // sender when the mailbox is idle. Linked (linked.go) is for the many mostly idle
 // ones, the job actors, the other owner actors and Activations: smallest when idle
-// (80 B, no node held), a node per message, never inline.
+// (80 B, no node held), a node per message, never running an Inline message on its
+// sender (its own BySender messages are: a job actor's settle and kill).
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at
@@ -49,19 +50,39 @@ func New() *Mailbox {
 	return m
 }
 
+// ProducerTerminatedBySender is Producer for a mailbox whose actor's children run
+// their own Terminated (NewTerminatedBySender).
+func ProducerTerminatedBySender() actor.Mailbox { return NewTerminatedBySender() }
+
+// NewTerminatedBySender returns an empty mailbox that lets the sender of a
+// Terminated (a child actor's stop, or a watched actor's, sent from its last
+// run) run it when the mailbox is idle: its run is bounded to that one system
+// message, as an Inline sender's is to its user message (the rest, if anything
+// was posted meanwhile, is the dispatcher's). The job registry's mailbox is one
+// when it runs on troupe's PoolDispatcher (registry Config.CallerRuns): a job
+// actor's stop then wakes no registry worker; the handler never blocks.
+func NewTerminatedBySender() *Mailbox {
+	m := New()
+	m.terminatedBySender = true
+	return m
+}
+
 // Mailbox is a protoactor mailbox (see the package doc). Its zero value is not
 // usable: make it with New.
 type Mailbox struct {
-	mu         sync.Mutex
-	sys, user  ring
-	scheduled  bool // a run is scheduled or running (under mu)
-	suspended  bool // user messages wait until ResumeMailbox (under mu)
-	userCount  atomic.Int32
-	invoker    actor.MessageInvoker
-	dispatcher actor.Dispatcher
-	runFn      func() // process, as the value handed to the dispatcher
-	sysInline  [1]any
-	userInline [1]any
+	mu        sync.Mutex
+	sys, user ring
+	scheduled bool // a run is scheduled or running (under mu)
+	suspended bool // user messages wait until ResumeMailbox (under mu)
+	// terminatedBySender: a Terminated posted to the idle mailbox is run by its
+	// sender (NewTerminatedBySender).
+	terminatedBySender bool
+	userCount          atomic.Int32
+	invoker            actor.MessageInvoker
+	dispatcher         actor.Dispatcher
+	runFn              func() // process, as the value handed to the dispatcher
+	sysInline          [1]any
+	userInline         [1]any
 }
 
 // PostUserMessage queues a user message and schedules a run if none is.
@@ -127,7 +148,42 @@ type Inline interface{ HandledBySender() bool }
 func (m *Mailbox) PostSystemMessage(message any) {
 	m.mu.Lock()
 	m.sys.push(message)
+	if _, ok := message.(*actor.Terminated); ok && m.terminatedBySender && !m.scheduled {
+		// Idle: this Terminated is the only system message queued.
+		m.scheduled = true
+		m.mu.Unlock()
+		if !m.runSystemOwn() {
+			m.dispatcher.Schedule(m.runFn)
+		}
+		return
+	}
 	m.post()
+}
+
+// runSystemOwn is the sender's run of its system message (NewTerminatedBySender):
+// that message alone, then the run ends if nothing else waits (true), or is left
+// to the dispatcher (false: messages posted meanwhile wait, or the handler
+// panicked and the panic was escalated).
+func (m *Mailbox) runSystemOwn() (ended bool) {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+			ended = false
+		}
+	}()
+	m.mu.Lock()
+	msg, _ = m.sys.pop()
+	m.mu.Unlock()
+	m.system(msg)
+	m.mu.Lock()
+	if m.sys.n == 0 && (m.suspended || m.user.n == 0) {
+		m.scheduled = false
+		m.mu.Unlock()
+		return true
+	}
+	m.mu.Unlock()
+	return false
 }
 
 // post ends a push made under mu: it claims the run when none is scheduled, and

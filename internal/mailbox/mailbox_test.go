@@ -341,3 +341,61 @@ func TestInlinePanicLosesNoMessage(t *testing.T) {
 	require.Equal(t, []string{"user:after", "user:inline:while-suspended"}, v.got)
 	require.Zero(t, mb.UserMessageCount())
 }
+
+// TestTerminatedBySenderRunsOnItsSenderAlone: to an idle NewTerminatedBySender
+// mailbox, a Terminated is handled before PostSystemMessage returns, with no run
+// for the dispatcher; what is posted while it is handled is the dispatcher's; to
+// a busy one, or any other system message, it is queued. A plain mailbox queues
+// it. Fails without the sender's run (a dispatcher run) and with it draining what
+// was posted meanwhile.
+func TestTerminatedBySenderRunsOnItsSenderAlone(t *testing.T) {
+	d := &manual{}
+	mb := mailbox.NewTerminatedBySender()
+	var got []any
+	rec := &hookRecorder{got: &got}
+	mb.RegisterHandlers(rec, d)
+	gone := &actor.Terminated{}
+	mb.PostSystemMessage(gone)
+	require.Equal(t, []any{gone}, got, "handled on the sender")
+	require.Empty(t, d.runs)
+
+	got = nil
+	rec.onSys = func(any) { mb.PostUserMessage("u"); mb.PostSystemMessage("s") }
+	mb.PostSystemMessage(gone)
+	rec.onSys = nil
+	require.Equal(t, []any{gone}, got, "only its own message")
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []any{gone, "s", "u"}, got)
+
+	got = nil
+	mb.PostUserMessage("busy") // a run is scheduled
+	mb.PostSystemMessage(gone)
+	require.Empty(t, got)
+	mb.PostSystemMessage("other")
+	d.runAll()
+	require.Equal(t, []any{gone, "other", "busy"}, got)
+
+	plain := mailbox.New()
+	got = nil
+	plain.RegisterHandlers(&hookRecorder{got: &got}, d)
+	plain.PostSystemMessage(gone)
+	require.Empty(t, got, "a plain mailbox queues it")
+	d.runAll()
+	require.Equal(t, []any{gone}, got)
+}
+
+// hookRecorder records every message and calls onSys for each system one.
+type hookRecorder struct {
+	got   *[]any
+	onSys func(any)
+}
+
+func (r *hookRecorder) InvokeSystemMessage(m any) {
+	*r.got = append(*r.got, m)
+	if r.onSys != nil {
+		r.onSys(m)
+	}
+}
+func (r *hookRecorder) InvokeUserMessage(m any)  { *r.got = append(*r.got, m) }
+func (r *hookRecorder) EscalateFailure(any, any) {}

@@ -174,7 +174,13 @@ func (p *proc) start(pty bool) (job.Hooks, error) {
 	hooks := job.Hooks{Cancel: p.requestCancel, CancelNonBlocking: true, OnSettle: p.settler.OnSettle, ReadOutput: p.buf.ReadDelta,
 		// ReadDelta copies the buffered delta under the buffer's own lock, which a
 		// write holds only to copy into the buffer: it never waits on the program.
-		ReadNonBlocking: true}
+		ReadNonBlocking: true,
+		// The settler's Settle is called from finish: by supervise as its last
+		// step, once the tree is reaped and the readers drained, holding no lock
+		// and inside no call of anyone's (the only other finish, a process that
+		// could not start, runs inside Run, before OnSettle: it only stores the
+		// outcome). Settler.Settle calls troupe's settle outside its own lock.
+		SettleInline: true}
 	prepareHost()
 	if !cfg.NoSubreaper {
 		_ = becomeSubreaper()

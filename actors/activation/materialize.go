@@ -82,7 +82,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	parentDepth, cwd := 0, ""
 	if pe != nil {
-		parentDepth, cwd = int(pe.depth), pe.cwd
+		parentDepth, cwd = int(pe.depth), pe.cwd.String()
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
 	}
@@ -243,7 +243,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		up = &pe.carry
 	}
 	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
-		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: h.Cwd}}
+		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: intern(h.Cwd)}}
 	if started {
 		e.carry.recorded = pre.ID
 	}

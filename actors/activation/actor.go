@@ -154,13 +154,13 @@ type carry struct {
 	owned map[string]bool // mirrors the core's owned children (nil: none yet)
 	runID string          // the subagent/start event's run id, once announced
 	final []session.Block // the last turn's output
-	stop  string          // the last turn's stop reason
+	stop  interned        // the last turn's stop reason (one of a few: interned, so an entry fits 224 B)
 	// The session header's identity, as the directory read it before the spawn
 	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
 	// reads the same): the parent of record and its namespace, the depth, the cwd.
 	parentSes  string
-	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 240 B
-	cwd        string
+	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 224 B
+	cwd        interned // the children of one parent share their cwd: one copy for all
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
@@ -178,7 +178,7 @@ type carry struct {
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
-	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 240 B)
+	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 224 B)
 	announce bool  // some delivery was accepted in this epoch
 	opened   bool  // this epoch opened a turn
 	started  bool  // the first incarnation has started
@@ -255,7 +255,7 @@ func (n interned) String() string {
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
 	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind.String(),
-		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd,
+		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd.String(),
 		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
@@ -463,7 +463,7 @@ func (a *activationActor) start(c actor.Context) {
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
 		}
-		a.c.opened, a.c.final, a.c.stop = true, nil, subagent.StopAborted
+		a.c.opened, a.c.final, a.c.stop = true, nil, intern(subagent.StopAborted)
 	}
 	owned := make([]string, 0, len(a.c.owned))
 	for id := range a.c.owned {
@@ -572,7 +572,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	turn := subagent.Turn{Session: a.c.id, Depth: int(a.c.depth),
 		History: a.history(c), Input: input,
 		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
-		Provider: a.desc.provider.String(), Cwd: a.c.cwd, State: a.state}
+		Provider: a.desc.provider.String(), Cwd: a.c.cwd.String(), State: a.state}
 	if p, m := a.desc.agentProvider.String(), a.desc.agentModel.String(); p != "" || m != "" {
 		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
@@ -612,7 +612,7 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
 	}
 	a.hist = append(a.hist, m.produced...)
-	a.c.final, a.c.stop = fromBlocks(m.res.Output), m.res.StopReason
+	a.c.final, a.c.stop = fromBlocks(m.res.Output), intern(m.res.StopReason)
 	a.c.agent.SetBusy(false)
 	a.apply(c, a.core.TurnEnded())
 }
@@ -641,7 +641,7 @@ func (a *activationActor) finish(c actor.Context) {
 // disposed is the activation's last word to the directory: the settlement notice
 // (nil unless some delivery was accepted in this epoch) and the end event's data.
 func (a *activationActor) disposed(err error) *disposed {
-	stop := a.c.stop
+	stop := a.c.stop.String()
 	if stop == "" {
 		stop = subagent.StopAborted // it never finished a turn in this epoch
 	}

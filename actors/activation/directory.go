@@ -133,11 +133,11 @@ type entry struct {
 // Its indexes are kept in step by index and unindex, the only places that add or
 // remove an entry: every step that finds an entry by its Activation, its child
 // agent or its parent agent is a map lookup, never a scan of every entry (by its
-// Activation: the child id is read off the PID's name, see byActivation).
+// Activation: the child id is read off the PID's name, see byActivation; by its
+// child agent: that agent's session is the child id, see agentEntry).
 type directoryActor struct {
 	m        *Manager
 	acts     map[string]*entry
-	byAgent  map[string]*entry   // child agent PID Id → its entry
 	kids     map[string][]*entry // parent agent PID Id → the entries it started (entry.kidAt)
 	draining bool
 	below    map[string]belowDrain // parent PID Id → its drain: drains below exact parents
@@ -165,8 +165,8 @@ func (d *directoryActor) Receive(c actor.Context) {
 	case *interruptReq:
 		d.interrupt(c, m)
 	case *reportReq:
-		e, ok := d.byAgent[m.child.PID().Id]
-		if !ok || e.closing || !d.m.live(context.Background(), m.child) {
+		e := d.entryOf(m.child)
+		if e == nil || e.closing || !d.m.live(context.Background(), m.child) {
 			m.reply <- acceptRes{err: unauthorized("agent %q is not a live continuable subagent and cannot report", m.child.Session())}
 			return
 		}
@@ -197,7 +197,7 @@ func (d *directoryActor) Receive(c actor.Context) {
 	case *drainReq:
 		d.draining = true
 		for id, e := range d.acts {
-			if _, nested := d.byAgent[e.parent.PID().Id]; !nested {
+			if d.entryOf(e.parent) == nil { // not nested
 				d.disposeTree(c, id, true)
 			}
 		}

@@ -50,7 +50,8 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 	if parent == nil {
 		return nil
 	}
-	for cur := parent.PID().Id; cur != ""; {
+	for a := parent; a != nil; {
+		cur := a.PID().Id
 		if b, ok := d.below[cur]; ok {
 			if pid := d.m.registered(b.session); pid != nil && pid.Id == cur {
 				return drainingBelow(b.session)
@@ -58,11 +59,11 @@ func (d *directoryActor) admission(parent *owner.Agent) error {
 			delete(d.below, cur) // that parent left the registry: the drain is over
 			b.end.Detach()
 		}
-		e, ok := d.byAgent[cur]
-		if !ok {
+		e := d.entryOf(a)
+		if e == nil {
 			break
 		}
-		cur = e.parent.PID().Id
+		a = e.parent
 	}
 	return nil
 }

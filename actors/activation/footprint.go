@@ -8,7 +8,6 @@ import "context"
 // and no operation waiting, every count is zero.
 type Footprint struct {
 	Activations int // resident Activations by child id
-	ByAgent     int // child agent PID → child id
 	Parents     int // parent agents with resident children
 	Below       int // drains below exact parents still recorded
 	Waits       int // drain callers waiting
@@ -34,7 +33,6 @@ func (m *Manager) Footprint(ctx context.Context) (Footprint, error) {
 func (d *directoryActor) footprint() Footprint {
 	return Footprint{
 		Activations: len(d.acts),
-		ByAgent:     len(d.byAgent),
 		Parents:     len(d.kids),
 		Below:       len(d.below),
 		Waits:       len(d.waits),

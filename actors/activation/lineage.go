@@ -65,22 +65,20 @@ func (d *directoryActor) subtree(id string, into map[string]bool) {
 // ancestor) is in force, it or an ancestor Activation is being disposed, or the
 // scope disposal — the teardown (SPEC §1.3 rule 26) — of it or of an agent above it
 // has begun (SPEC §6.5's inject lane).
-func (d *directoryActor) lineageClosing(pidID string, a *owner.Agent) bool {
+func (d *directoryActor) lineageClosing(s string, pid *actor.PID, a *owner.Agent) bool {
 	if d.draining || (a != nil && a.Scope().Disposed()) {
 		return true
 	}
-	for cur := pidID; cur != ""; {
-		if _, ok := d.below[cur]; ok {
-			return true
-		}
-		e, ok := d.byAgent[cur]
-		if !ok {
-			return false
-		}
+	if _, ok := d.below[pid.Id]; ok {
+		return true
+	}
+	for e := d.agentEntry(s, pid); e != nil; e = d.entryOf(e.parent) {
 		if e.closing || e.agent.Scope().Disposed() || e.parent.Scope().Disposed() {
 			return true
 		}
-		cur = e.parent.PID().Id
+		if _, ok := d.below[e.parent.PID().Id]; ok {
+			return true
+		}
 	}
 	return false
 }
@@ -94,8 +92,8 @@ func (d *directoryActor) disposingLineage(a *owner.Agent) *owner.Agent {
 		if cur.Scope().Disposed() {
 			return cur
 		}
-		e, ok := d.byAgent[cur.PID().Id]
-		if !ok {
+		e := d.entryOf(cur)
+		if e == nil {
 			return nil
 		}
 		cur = e.parent
@@ -145,13 +143,14 @@ func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
 		return
 	}
 	var recipient *owner.Agent // its handle, when the directory has it
-	if pe, ok := d.byAgent[pid.Id]; ok {
+	pe := d.agentEntry(e.parentSes, pid)
+	if pe != nil {
 		recipient = pe.agent
 	} else if e.parent.PID().Equal(pid) {
 		recipient = e.parent
 	}
-	closing := d.lineageClosing(pid.Id, recipient)
-	if pe, ok := d.byAgent[pid.Id]; ok {
+	closing := d.lineageClosing(e.parentSes, pid, recipient)
+	if pe != nil {
 		c.Send(pe.pid, &inboxIn{msg: msg, wake: !closing})
 		return
 	}

@@ -126,8 +126,7 @@ func NewManager(system *actor.ActorSystem, deps Deps) (*Manager, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	d := &directoryActor{m: m, acts: map[string]*entry{}, byAgent: map[string]*entry{},
-		kids: map[string][]*entry{}, below: map[string]belowDrain{}}
+	d := &directoryActor{m: m, acts: map[string]*entry{}, kids: map[string][]*entry{}, below: map[string]belowDrain{}}
 	// The directory is busy (every operation of every child passes through it):
 	// troupe's ring mailbox, which allocates nothing per message or per run.
 	props := actor.PropsFromProducer(func() actor.Actor { return d }, actor.WithGuardian(supervision.DirectoryStrategy()),

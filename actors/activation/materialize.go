@@ -30,8 +30,22 @@ type pending struct {
 }
 
 // parentEntry returns the Activation of a parent agent, if it is one.
-func (d *directoryActor) parentEntry(parent *owner.Agent) *entry {
-	return d.byAgent[parent.PID().Id]
+func (d *directoryActor) parentEntry(parent *owner.Agent) *entry { return d.entryOf(parent) }
+
+// entryOf returns the entry whose child agent is a, or nil (a is not the agent of
+// a resident Activation of this directory).
+func (d *directoryActor) entryOf(a *owner.Agent) *entry { return d.agentEntry(a.Session(), a.PID()) }
+
+// agentEntry returns the entry whose child agent has PID pid and session s, or
+// nil. A child agent's session is its child id (newChildAgent), so this is the
+// entry of id s if its agent is that PID (by Id): the directory keeps no index by
+// agent PID (≈ 55 B per Activation). A top-level agent whose session equals a
+// child id is told apart by its PID.
+func (d *directoryActor) agentEntry(s string, pid *actor.PID) *entry {
+	if e := d.acts[s]; e != nil && e.agent.PID().Id == pid.Id {
+		return e
+	}
+	return nil
 }
 
 // start is SPEC §6.2 steps 10–12 under the per-child lock: re-check admission, the
@@ -68,7 +82,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	parentDepth, cwd := 0, ""
 	if pe != nil {
-		parentDepth, cwd = int(pe.depth), pe.cwd
+		parentDepth, cwd = int(pe.depth), pe.cwd.String()
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
 	}
@@ -229,7 +243,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 		up = &pe.carry
 	}
 	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
-		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: h.Cwd}}
+		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: intern(h.Cwd)}}
 	if started {
 		e.carry.recorded = pre.ID
 	}
@@ -320,7 +334,6 @@ func (d *directoryActor) activationProps() *actor.Props {
 // index adds e to the directory and to every index.
 func (d *directoryActor) index(e *entry) {
 	d.acts[e.id] = e
-	d.byAgent[e.agent.PID().Id] = e
 	parent := e.parent.PID().Id
 	e.kidAt = int32(len(d.kids[parent]))
 	d.kids[parent] = append(d.kids[parent], e)
@@ -332,9 +345,6 @@ func (d *directoryActor) unindex(e *entry) {
 	delete(d.failures, e.pid.Id)
 	if d.acts[e.id] == e {
 		delete(d.acts, e.id)
-	}
-	if d.byAgent[e.agent.PID().Id] == e {
-		delete(d.byAgent, e.agent.PID().Id)
 	}
 	parent := e.parent.PID().Id
 	if set := d.kids[parent]; int(e.kidAt) < len(set) && set[e.kidAt] == e {

@@ -22,7 +22,7 @@ import (
 // this kind together: a child whose id is "P" never speaks for top-level P's
 // children, nor P for that child's (docs/THREAT-MODEL.md).
 func (d *directoryActor) kindOf(a *owner.Agent) string {
-	if _, ok := d.byAgent[a.PID().Id]; ok {
+	if d.entryOf(a) != nil {
 		return session.ParentSubagent
 	}
 	return ""
@@ -35,7 +35,7 @@ func (d *directoryActor) recipient(s, kind string) *actor.PID {
 	if pid == nil {
 		return nil
 	}
-	if _, child := d.byAgent[pid.Id]; child != (kind == session.ParentSubagent) {
+	if child := d.agentEntry(s, pid) != nil; child != (kind == session.ParentSubagent) {
 		return nil
 	}
 	return pid

@@ -23,7 +23,12 @@ import (
 // stops for any reason, so the jobs of that incarnation are torn down. It is sent
 // from the actor's Stopped handler: its PID is already out of protoactor's process
 // registry, so the watcher can tell a stopped incarnation by lookup alone.
-type Stopped struct{ PID *actor.PID }
+// Session is the incarnation's session ("" if it stopped before its ownerInit: no
+// handle of it was ever used), so the watcher keeps no index from PID to session.
+type Stopped struct {
+	PID     *actor.PID
+	Session string
+}
 
 // EffectLabel is the label of the Scope effect that stops the owner actor.
 const EffectLabel = "owner.stop()"
@@ -295,7 +300,11 @@ func (o *ownerActor) Receive(c actor.Context) {
 		// Stopping), so the watcher, when it takes this, already sees the PID dead
 		// and keeps nothing to refuse a later registration of it.
 		if o.sp.watcher != nil {
-			c.Send(o.sp.watcher, &Stopped{PID: c.Self()})
+			m := &Stopped{PID: c.Self()}
+			if o.agent != nil {
+				m.Session = o.agent.session
+			}
+			c.Send(o.sp.watcher, m)
 		}
 	}
 }

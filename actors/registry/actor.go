@@ -188,9 +188,7 @@ type registryActor struct {
 	layers      map[scope.ID][]*registration // observers per scope layer, registration order
 
 	agentMounts int
-	agents      map[string]*actor.PID // session → registered instance
-	agentOf     map[string]string     // registered instance's PID Id → its session (agents reversed)
-	secrets     map[string]secret     // session → the wire credential of its registered instance (auth.go)
+	agents      map[string]agentRec // session → registered instance and its wire credential (agents.go)
 
 	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
 
@@ -217,9 +215,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		regs:        map[uint64]*registration{},
 		controllers: map[scope.ID]int{},
 		layers:      map[scope.ID][]*registration{},
-		agents:      map[string]*actor.PID{},
-		agentOf:     map[string]string{},
-		secrets:     map[string]secret{},
+		agents:      map[string]agentRec{},
 		observers:   map[string][]chan<- getRes{},
 		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}
@@ -291,7 +287,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case *credentialReq:
 		m.reply <- r.credential(m.agent)
 	case *lookupAgentReq:
-		m.reply <- r.agents[m.session]
+		m.reply <- r.agentPID(m.session)
 	case *agentsMountedReq:
 		m.reply <- r.agentMounts > 0
 	case *footprintReq:
@@ -299,7 +295,7 @@ func (r *registryActor) Receive(c actor.Context) {
 	case *teardownReq:
 		r.teardownOwner(c, m.key, m.reply)
 	case *owner.Stopped:
-		r.unregisterAgent(r.sessionOf(m.PID), m.PID)
+		r.unregisterAgent(r.stoppedSession(m), m.PID)
 		r.teardownOwner(c, m.PID.Id, nil)
 	case *removeOwner:
 		r.removeOwner(m.key)

@@ -10,43 +10,49 @@ import (
 // The agent registry (SPEC §1.3 rule 27): session id → the registered instance;
 // its authority rules are in auth.go.
 
-// sessionOf returns the session of an owner PID: from its owner entry (it owns
-// jobs) or from the agent registry's reverse index; "" if it is neither.
-func (r *registryActor) sessionOf(pid *actor.PID) string {
-	if o := r.owners[pid.Id]; o != nil {
-		return o.session
+// agentRec is a session's registered instance and its wire credential (auth.go):
+// one map entry per registered session, by value (56 B with its key), instead of
+// three maps (session → PID, PID Id → session, session → secret).
+type agentRec struct {
+	pid    *actor.PID
+	secret secret
+}
+
+// agentPID returns the instance registered for session s, or nil.
+func (r *registryActor) agentPID(s string) *actor.PID { return r.agents[s].pid }
+
+// stoppedSession returns the session an owner actor that stopped (m) was
+// registered for, if it still is: the session it named (Stopped.Session, known
+// from its ownerInit), or — for one that stopped before its ownerInit, a PID no
+// handle was ever used with — the registration whose PID it is, found by a scan
+// of the registered sessions (a rare path: no index is kept for it).
+func (r *registryActor) stoppedSession(m *owner.Stopped) string {
+	if m.Session != "" {
+		return m.Session
 	}
-	if s, ok := r.agentOf[pid.Id]; ok {
-		if p := r.agents[s]; p != nil && p.Equal(pid) {
+	for s, rec := range r.agents {
+		if rec.pid.Equal(m.PID) {
 			return s
 		}
 	}
 	return ""
 }
 
-// registerAgent makes pid the registered instance of session s, replacing (and
-// unindexing) any previous one — the caller has checked the registration rule
-// (agent). A new instance gets a fresh wire credential; the old one's is revoked.
+// registerAgent makes pid the registered instance of session s, replacing any
+// previous one — the caller has checked the registration rule (agent). A new
+// instance gets a fresh wire credential; the old one's is revoked.
 func (r *registryActor) registerAgent(s string, pid *actor.PID) {
-	old := r.agents[s]
-	if old != nil && old.Equal(pid) {
+	if old := r.agents[s].pid; old != nil && old.Equal(pid) {
 		return // registered already: the credential stays
 	}
-	if old != nil {
-		delete(r.agentOf, old.Id)
-	}
-	r.agents[s] = pid
-	r.agentOf[pid.Id] = s
-	r.secrets[s] = mintSecret()
+	r.agents[s] = agentRec{pid: pid, secret: mintSecret()}
 }
 
 // unregisterAgent removes pid from the agent registry if it is the instance
 // registered for s (a same-session replacement stays).
 func (r *registryActor) unregisterAgent(s string, pid *actor.PID) {
-	if p := r.agents[s]; p != nil && p.Equal(pid) {
+	if p := r.agents[s].pid; p != nil && p.Equal(pid) {
 		delete(r.agents, s)
-		delete(r.agentOf, pid.Id)
-		delete(r.secrets, s)
 	}
 }
 

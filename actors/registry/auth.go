@@ -32,7 +32,7 @@ func mintSecret() (s secret) {
 
 // mayRegister is the registration rule for pid as session s's instance.
 func (r *registryActor) mayRegister(s string, pid *actor.PID, replaces *owner.Agent) error {
-	old := r.agents[s]
+	old := r.agentPID(s)
 	if old == nil || old.Equal(pid) {
 		return nil
 	}
@@ -46,15 +46,12 @@ func (r *registryActor) mayRegister(s string, pid *actor.PID, replaces *owner.Ag
 // credential answers WireCredential: the secret of a, if a is its session's
 // registered instance.
 func (r *registryActor) credential(a *owner.Agent) credentialRes {
-	if p := r.agents[a.Session()]; p == nil || !p.Equal(a.PID()) {
+	rec := r.agents[a.Session()]
+	if rec.pid == nil || !rec.pid.Equal(a.PID()) {
 		return credentialRes{err: messages.Errorf(messages.CodeOwnerNotLive,
 			"agent %q is not the registered agent instance: it has no wire credential", a.Session())}
 	}
-	s, ok := r.secrets[a.Session()]
-	if !ok {
-		return credentialRes{}
-	}
-	return credentialRes{secret: append([]byte(nil), s[:]...)}
+	return credentialRes{secret: append([]byte(nil), rec.secret[:]...)}
 }
 
 // authenticate returns the session a wire request speaks for: "" (no agent) when it
@@ -63,7 +60,7 @@ func (r *registryActor) authenticate(session string, cred []byte) (string, error
 	if session == "" {
 		return "", nil
 	}
-	if secret, ok := r.secrets[session]; ok && subtle.ConstantTimeCompare(secret[:], cred) == 1 {
+	if rec, ok := r.agents[session]; ok && subtle.ConstantTimeCompare(rec.secret[:], cred) == 1 {
 		return session, nil
 	}
 	return "", &messages.Error{Code: messages.CodeUnauthenticated,

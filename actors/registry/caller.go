@@ -55,7 +55,7 @@ func (r *registryActor) resolve(c Caller) (string, error) {
 	switch {
 	case c.agent != nil:
 		s := c.agent.Session()
-		if p := r.agents[s]; s != "" && p != nil && p.Equal(c.agent.PID()) {
+		if p := r.agentPID(s); s != "" && p != nil && p.Equal(c.agent.PID()) {
 			return s, nil
 		}
 		return "", &messages.Error{Code: messages.CodeUnauthenticated,

@@ -9,15 +9,13 @@ import "context"
 // ever started: ids are never reused) and the observer registrations still
 // attached (Registrations, Layers, Controllers, AgentMounts).
 type Footprint struct {
-	Owners      int // incarnations that started jobs and are not yet torn down and removed
-	Agents      int // sessions with a registered instance
-	AgentsByPID int // the agent registry's reverse index
-	Credentials int // wire credentials of registered instances
-	Buckets     int // admission buckets holding at least one slot
-	Kinds       int // id counters
-	Jobs        int // records by id (live and settled, until removal)
-	Sessions    int // per-session record lists
-	Unowned     int // unowned records
+	Owners   int // incarnations that started jobs and are not yet torn down and removed
+	Agents   int // sessions with a registered instance (each with its wire credential)
+	Buckets  int // admission buckets holding at least one slot
+	Kinds    int // id counters
+	Jobs     int // records by id (live and settled, until removal)
+	Sessions int // per-session record lists
+	Unowned  int // unowned records
 	// History counts the entries of the Retention queues (retention.go): each
 	// owner's and the unowned bucket's settled records, and the age queue, lazily
 	// deleted entries included. Zero without a bound; with one, O(Jobs).
@@ -38,8 +36,6 @@ func (r *registryActor) footprint() Footprint {
 	return Footprint{
 		Owners:        len(r.owners),
 		Agents:        len(r.agents),
-		AgentsByPID:   len(r.agentOf),
-		Credentials:   len(r.secrets),
 		Buckets:       len(r.adm.buckets),
 		Kinds:         len(r.adm.counters),
 		Jobs:          len(r.idx.byID),

@@ -116,8 +116,6 @@ func (r *registryActor) detach(token uint64) {
 	case regAgents:
 		if r.agentMounts--; r.agentMounts == 0 {
 			clear(r.agents)
-			clear(r.agentOf)
-			clear(r.secrets)
 		}
 	default:
 		l := r.layers[reg.scope]

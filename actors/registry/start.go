@@ -76,7 +76,7 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 			return messages.Errorf(messages.CodeOwnerNotLive,
 				"agent %q is not the registered agent instance (background job owner must be live)", a.Session())
 		}
-		if p := r.agents[a.Session()]; p == nil || !p.Equal(a.PID()) {
+		if p := r.agentPID(a.Session()); p == nil || !p.Equal(a.PID()) {
 			return "", notLive()
 		}
 		oe = r.owners[a.PID().Id]

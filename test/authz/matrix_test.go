@@ -132,17 +132,17 @@ func TestAuthzWireMatrix(t *testing.T) {
 	e := wireError(t, ask(wireIdentity{}, &messages.GetRequest{JobId: id}))
 	require.Equal(t, string(messages.CodeForeign), e.GetCode())
 
-	// Credentials leave no residue: one per registered instance, none once they are gone.
+	// Credentials leave no residue: one per registered instance (in its agent
+	// record), none once they are gone.
 	fp, err := jobs.Footprint(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 2, fp.Credentials, "alice and bob are registered")
+	require.Equal(t, 2, fp.Agents, "alice and bob are registered")
 	for _, a := range []*owner.Agent{stale, alice, bob} {
 		require.NoError(t, a.Dispose(t.Context()))
 	}
 	fp, err = jobs.Footprint(t.Context())
 	require.NoError(t, err)
-	require.Zero(t, fp.Credentials, "a disposed instance's credential is kept")
-	require.Zero(t, fp.Agents)
+	require.Zero(t, fp.Agents, "a disposed instance's record (and credential) is kept")
 }
 
 // TestAuthzContinuationMatrix: every continuation operation × every forged

@@ -117,7 +117,7 @@ func TestContinuableChildChurnLeavesNoResidue(t *testing.T) {
 		n, elapsed.Round(time.Millisecond), (elapsed / time.Duration(n)).Round(time.Microsecond), grew, float64(grew)/float64(n))
 
 	withParent := idle
-	withParent.Agents, withParent.AgentsByPID, withParent.Credentials = 1, 1, 1
+	withParent.Agents = 1
 	withParent.Kinds = 0 // no job was started
 	assert.Equal(t, withParent, reg, "registry tables after the churn")
 	assert.Equal(t, activation.Footprint{}, dir, "directory tables after the churn")

@@ -181,7 +181,7 @@ func TestRetentionBoundsHistory(t *testing.T) {
 	t.Logf("%d jobs under retention %d: retained heap %+d B in total (%.3f B per job)", n, keep, grew, float64(grew)/float64(n))
 
 	want := registry.Footprint{
-		Owners: owners, Agents: owners, AgentsByPID: owners, Credentials: owners,
+		Owners: owners, Agents: owners,
 		Kinds: 1, Jobs: (owners + 1) * keep, Sessions: owners, Unowned: keep, History: (owners + 1) * keep,
 		Registrations: 4, Layers: 1, Controllers: 1, AgentMounts: 1, // agents, tool-jobs and its notice listener, this test's OnJobDone (the global layer)
 	}

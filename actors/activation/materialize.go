@@ -177,7 +177,7 @@ func (d *directoryActor) materializeCold(c actor.Context, id string, parent *own
 	ctx := context.Background()
 	res, acc, started, err := d.m.deps.Store.ResumeAccept(ctx, id, msg, turnStart(msg))
 	if err != nil {
-		return nil, err
+		return nil, notDurable(id, err)
 	}
 	fault.Yield(PointDirectoryMaterialize)
 	res.ToRun = slices.DeleteFunc(res.ToRun, func(m session.InboxMessage) bool { return m.ID == acc.ID })
@@ -193,6 +193,18 @@ func (d *directoryActor) materializeCold(c actor.Context, id string, parent *own
 		return nil, err
 	}
 	return e, nil
+}
+
+// notDurable is the answer to a followup whose cold restore's commit failed (the
+// message was not accepted, nothing was written): the store's own coded error, or
+// PERSISTENCE_UNAVAILABLE, as an Activation answers a message it could not make
+// durable — not the store's bare error.
+func notDurable(id string, err error) error {
+	if messages.CodeOf(err) != "" {
+		return err
+	}
+	return messages.Errorf(subagent.CodePersistenceUnavailable,
+		"subagent %q: the message could not be made durable (%v); it was not accepted", id, err)
 }
 
 // newActivation makes the child's agent (newChildAgent) and spawns its

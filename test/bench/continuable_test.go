@@ -354,6 +354,42 @@ func BenchmarkContinuableColdRestore10Turns(b *testing.B) {
 	})
 }
 
+// BenchmarkContinuableColdRestore10TurnsNoSync is BenchmarkContinuableColdRestore10Turns
+// with bbolt's syncs off for the restores too (no fdatasync in the op): the same
+// code path and the same bbolt work, without the disk's wait. It and
+// BenchmarkFloorBoltCommit, in the same run, split the synced figure into its CPU
+// and hand-off share and its disk share, which a loaded machine's disk blurs.
+func BenchmarkContinuableColdRestore10TurnsNoSync(b *testing.B) {
+	s := openBolt(b)
+	s.DB().NoSync = true
+	r := newContRig(b, s)
+	n := 0
+	coldRestore(b, r, func() string {
+		n++
+		id := "cold-" + strconv.Itoa(n)
+		buildSession(b, s, id, 10)
+		return id
+	})
+}
+
+// BenchmarkContinuableColdRestore10TurnsMemory is the same cold restore on the
+// in-memory store (session.NewMemory): the runtime's own share, without bbolt. The
+// store holds one built session at a time (the previous one is deleted, untimed).
+func BenchmarkContinuableColdRestore10TurnsMemory(b *testing.B) {
+	s := session.NewMemory()
+	r := newContRig(b, s)
+	n, prev := 0, ""
+	coldRestore(b, r, func() string {
+		if prev != "" {
+			require.NoError(b, s.Delete(context.Background(), prev))
+		}
+		n++
+		prev = "cold-" + strconv.Itoa(n)
+		buildSession(b, s, prev, 10)
+		return prev
+	})
+}
+
 // BenchmarkContinuableColdRestore10kTurns: cold restore of a session of 10,000
 // turns from bbolt, built once (syncs off while building). Each op adds one turn,
 // so after N ops the session has 10,000+N turns (N is small: a restore takes

@@ -350,7 +350,7 @@ func (c *Client) Kill(ctx context.Context, id string, caller Caller, opts KillOp
 	}
 	call.as.caller = caller
 	call.kill = job.Kill{ID: id, Reason: opts.Reason, NoClaim: opts.NoClaim, Ctx: ctx, Reply: call.reply}
-	if c.runs {
+	if c.runsProducer(ctx) { // its Cancel may block despite its declaration: never on a caller whose ctx can end
 		call.handoff.Reset()
 		call.kill.Handoff = &call.handoff
 	}

@@ -210,45 +210,12 @@ func (r *linkedRun) runBounded() {
 	m, own := r.m, r.own
 	r.m, r.own = nil, nil
 	linkedRuns.Put(r)
-	m.runOwn(own)
+	m.run(own)
 	m.status.Store(linkedIdle)
 	if m.sysN.Load() == 0 && (m.suspended.Load() || m.userN.Load() == 0) {
 		return
 	}
 	m.schedule() // unless a poster scheduled a run meanwhile
-}
-
-// runOwn handles own, if it is the first message waiting and no system message
-// waits, then the system messages and PoisonPills posted meanwhile (BySender).
-func (m *Linked) runOwn(own any) {
-	var msg any
-	defer func() {
-		if r := recover(); r != nil {
-			m.invoker.EscalateFailure(r, msg)
-		}
-	}()
-	if m.sysN.Load() != 0 || m.suspended.Load() || m.user.peek() != own {
-		return
-	}
-	msg = m.user.pop()
-	m.userN.Add(-1)
-	m.invoker.InvokeUserMessage(msg)
-	for {
-		if msg = m.sys.pop(); msg != nil {
-			m.sysN.Add(-1)
-			m.system(msg)
-			continue
-		}
-		if m.suspended.Load() {
-			return
-		}
-		if _, ok := m.user.peek().(*actor.PoisonPill); !ok {
-			return
-		}
-		msg = m.user.pop()
-		m.userN.Add(-1)
-		m.invoker.InvokeUserMessage(msg)
-	}
 }
 
 // system handles a system message: the mailbox's own suspension, or the invoker's.
@@ -268,7 +235,7 @@ func (m *Linked) system(msg any) {
 // after its last pop (the poster saw it running and did not schedule).
 func (m *Linked) processMessages() {
 	for {
-		m.run()
+		m.run(nil)
 		m.status.Store(linkedIdle)
 		sys, user := m.sysN.Load(), m.userN.Load()
 		if sys == 0 && (m.suspended.Load() || user == 0) {
@@ -283,13 +250,25 @@ func (m *Linked) processMessages() {
 // run invokes system messages first, then user messages while not suspended,
 // yielding the goroutine after each throughput's worth. A panic in a handler is
 // escalated (protoactor's supervision of the job actor) with the message it came from.
-func (m *Linked) run() {
+//
+// Given own (a BySender message), run is bounded to it: it handles own only if own
+// is the first message waiting and no system message waits, and after own only the
+// system messages and a head PoisonPill posted meanwhile; the rest is the dispatcher's.
+func (m *Linked) run(own any) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
 			m.invoker.EscalateFailure(r, msg)
 		}
 	}()
+	if own != nil {
+		if m.sysN.Load() != 0 || m.suspended.Load() || m.user.peek() != own {
+			return
+		}
+		msg = m.user.pop()
+		m.userN.Add(-1)
+		m.invoker.InvokeUserMessage(msg)
+	}
 	i, t := 0, m.dispatcher.Throughput()
 	for {
 		if i > t {
@@ -304,6 +283,11 @@ func (m *Linked) run() {
 		}
 		if m.suspended.Load() {
 			return
+		}
+		if own != nil {
+			if _, ok := m.user.peek().(*actor.PoisonPill); !ok {
+				return
+			}
 		}
 		if msg = m.user.pop(); msg == nil {
 			return

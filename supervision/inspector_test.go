@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,4 +330,56 @@ func TestInspectorAppliesJobEndedAsSettledThenStopped(t *testing.T) {
 	st, err = in.Stats(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), st.Rejected)
+}
+
+// countingDispatcher runs each run on the goroutine that schedules it, before
+// Schedule returns (so an inspector is idle once a send to it returns), and counts
+// them.
+type countingDispatcher struct{ runs atomic.Int64 }
+
+func (d *countingDispatcher) Schedule(fn func()) { d.runs.Add(1); fn() }
+func (d *countingDispatcher) Throughput() int    { return 300 }
+
+// While nobody subscribes, lifecycle events wake no run of the inspector until a
+// query comes (which sees them all) or EventBatch of them wait; a subscriber gets
+// each event without any query.
+func TestInspectorEventsWaitForAQueryWhileNobodySubscribes(t *testing.T) {
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	d := &countingDispatcher{}
+	in, err := supervision.StartInspector(system, supervision.InspectorConfig{Logger: slog.New(slog.DiscardHandler), Dispatcher: d})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, in.Stop(ctxT(t))); system.Shutdown() })
+	root := system.Root
+	supervision.Emit(root, in.PID(), spawned(registry, supervision.Root))
+	_, err = in.Snapshot(ctxT(t))
+	require.NoError(t, err)
+
+	before := d.runs.Load()
+	for i := range 10 {
+		supervision.Emit(root, in.PID(), spawned(jobRef(i), registry))
+	}
+	require.Equal(t, before, d.runs.Load(), "an event to an idle inspector nobody follows schedules no run")
+	snap, err := in.Snapshot(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), snap.Seq, "the query's run applied every event sent before it")
+	require.Equal(t, before+1, d.runs.Load(), "one run: the query's")
+
+	// EventBatch events wake it once, by themselves.
+	before = d.runs.Load()
+	for i := range supervision.EventBatch - 1 {
+		supervision.Emit(root, in.PID(), spawned(jobRef(100+i), registry))
+	}
+	require.Equal(t, before, d.runs.Load())
+	supervision.Emit(root, in.PID(), spawned(jobRef(99), registry))
+	require.Equal(t, before+1, d.runs.Load(), "the batch's last event schedules the run")
+
+	sub, _, err := in.Subscribe(ctxT(t))
+	require.NoError(t, err)
+	defer sub.Cancel()
+	before = d.runs.Load()
+	supervision.Emit(root, in.PID(), spawned(jobRef(1000), registry))
+	require.Equal(t, before+1, d.runs.Load(), "a subscriber makes each event schedule a run")
+	e := next(t, sub)
+	require.Equal(t, jobRef(1000), e.Node)
 }

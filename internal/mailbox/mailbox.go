@@ -67,6 +67,53 @@ func NewTerminatedBySender() *Mailbox {
 	return m
 }
 
+// NewDeferring returns an empty mailbox whose actor need not run as soon as a
+// message that may wait arrives: a user message for which may reports true, posted
+// to an idle mailbox, is queued without scheduling a run, until a message that
+// may not wait is posted (any system message, any other user message), limit
+// messages are queued, or SetEager(true) was called. The run that follows then
+// handles the queued ones first, in order: the FIFO is the same, a run is only
+// made later and for several messages at once. The supervision inspector's mailbox
+// is one (its lifecycle events wait while nobody subscribes: every query is a
+// message behind them, so it sees them all), which saves one worker wake per event
+// on the registry's path (a kill, a start). may must not block; limit ≥ 1.
+func NewDeferring(limit int, may func(message any) bool) *Mailbox {
+	m := New()
+	m.deferring = &deferral{limit: uint32(max(limit, 1)), may: may}
+	return m
+}
+
+// deferral is a NewDeferring mailbox's: a pointer, so that the mailboxes that
+// defer nothing (the registry's, the owner actors') stay in their size class.
+type deferral struct {
+	limit uint32
+	eager bool // under the mailbox's mu
+	may   func(message any) bool
+}
+
+// SetEager turns a NewDeferring mailbox's deferral off (true: every message
+// schedules a run, as in a New one) or back on; turned off, it schedules the run
+// of what waits. A New mailbox ignores it.
+func (m *Mailbox) SetEager(eager bool) {
+	if m.deferring == nil {
+		return
+	}
+	m.mu.Lock()
+	m.deferring.eager = eager
+	if eager && m.user.n > 0 {
+		m.post()
+		return
+	}
+	m.mu.Unlock()
+}
+
+// waits reports whether message, just queued, may wait for a later run
+// (NewDeferring). Called under mu with no run scheduled.
+func (m *Mailbox) waits(message any) bool {
+	d := m.deferring
+	return d != nil && !d.eager && m.user.n < d.limit && d.may(message)
+}
+
 // Mailbox is a protoactor mailbox (see the package doc). Its zero value is not
 // usable: make it with New.
 type Mailbox struct {
@@ -80,7 +127,8 @@ type Mailbox struct {
 	userCount          atomic.Int32
 	invoker            actor.MessageInvoker
 	dispatcher         actor.Dispatcher
-	runFn              func() // process, as the value handed to the dispatcher
+	runFn              func()    // process, as the value handed to the dispatcher
+	deferring          *deferral // NewDeferring's deferral (nil: New's mailbox defers nothing)
 	sysInline          [1]any
 	userInline         [1]any
 }
@@ -103,12 +151,16 @@ func (m *Mailbox) PostUserMessage(message any) {
 	m.userCount.Add(1)
 	m.mu.Lock()
 	m.user.push(message)
-	if in, ok := message.(Inline); ok && !m.scheduled && in.HandledBySender() {
+	if in, ok := message.(Inline); ok && !m.scheduled && (m.deferring == nil || m.user.n == 1) && in.HandledBySender() {
 		// Idle: no run is scheduled, so this message is the only user message queued
 		// (or, suspended, it waits with the others for ResumeMailbox).
 		m.scheduled = true
 		m.mu.Unlock()
 		m.runInline()
+		return
+	}
+	if !m.scheduled && m.waits(message) {
+		m.mu.Unlock() // it waits for the next run (NewDeferring)
 		return
 	}
 	m.post()

@@ -399,3 +399,82 @@ func (r *hookRecorder) InvokeSystemMessage(m any) {
 }
 func (r *hookRecorder) InvokeUserMessage(m any)  { *r.got = append(*r.got, m) }
 func (r *hookRecorder) EscalateFailure(any, any) {}
+
+// deferring returns a NewDeferring mailbox of limit 3 whose messages prefixed
+// "e" may wait.
+func deferring(d *manual) (*mailbox.Mailbox, *invoker) {
+	mb := mailbox.NewDeferring(3, func(m any) bool { s, ok := m.(string); return ok && s[0] == 'e' })
+	v := &invoker{mb: mb}
+	mb.RegisterHandlers(v, d)
+	return mb, v
+}
+
+func TestDeferredMessagesWaitForAMessageThatMayNot(t *testing.T) {
+	d := &manual{}
+	mb, v := deferring(d)
+	mb.PostUserMessage("e1")
+	mb.PostUserMessage("e2")
+	require.Empty(t, d.runs, "messages that may wait schedule no run")
+	require.Equal(t, 2, mb.UserMessageCount())
+	mb.PostUserMessage("q1") // a query: the run it schedules handles what waited first
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []string{"user:e1", "user:e2", "user:q1"}, v.got)
+
+	mb.PostUserMessage("e3")
+	mb.PostSystemMessage("s1") // a system message may not wait either
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []string{"user:e1", "user:e2", "user:q1", "sys:s1", "user:e3"}, v.got)
+}
+
+func TestDeferredMessagesWaitAtMostLimit(t *testing.T) {
+	d := &manual{}
+	mb, v := deferring(d)
+	mb.PostUserMessage("e1")
+	mb.PostUserMessage("e2")
+	require.Empty(t, d.runs)
+	mb.PostUserMessage("e3") // the limit (3) queued: a run
+	require.Len(t, d.runs, 1)
+	mb.PostUserMessage("e4") // a run is scheduled: queued for it
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	require.Equal(t, []string{"user:e1", "user:e2", "user:e3", "user:e4"}, v.got)
+	require.Zero(t, mb.UserMessageCount())
+}
+
+func TestEagerDeferringMailboxRunsEachMessage(t *testing.T) {
+	d := &manual{}
+	mb, v := deferring(d)
+	mb.PostUserMessage("e1")
+	require.Empty(t, d.runs)
+	mb.SetEager(true) // what waits is scheduled at once
+	require.Len(t, d.runs, 1)
+	d.runAll()
+	mb.PostUserMessage("e2")
+	require.Len(t, d.runs, 1, "an eager mailbox schedules every message")
+	d.runAll()
+	mb.SetEager(false)
+	mb.PostUserMessage("e3")
+	require.Empty(t, d.runs)
+	mb.PostUserMessage("q1")
+	d.runAll()
+	require.Equal(t, []string{"user:e1", "user:e2", "user:e3", "user:q1"}, v.got)
+
+	plain, _ := newBox(d)
+	plain.SetEager(false) // a New mailbox defers nothing, eager or not
+	plain.PostUserMessage("e1")
+	require.Len(t, d.runs, 1)
+	d.runAll()
+}
+
+func TestInlineBehindDeferredMessagesIsScheduled(t *testing.T) {
+	d := &manual{}
+	mb, v := deferring(d)
+	mb.PostUserMessage("e1")
+	mb.PostUserMessage(inline("x")) // its sender would run e1, not its own: scheduled
+	require.Len(t, d.runs, 1)
+	require.Empty(t, v.got)
+	d.runAll()
+	require.Equal(t, []string{"user:e1", "user:inline:x"}, v.got)
+}

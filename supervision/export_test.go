@@ -1,0 +1,4 @@
+package supervision
+
+// EventBatch is eventBatch, for the tests.
+const EventBatch = eventBatch

@@ -38,9 +38,10 @@ func (s *poolStore) note(call string) {
 	s.calls[call] = onPool
 }
 
-func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+func (s *poolStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
 	s.note("ResumeAccept")
-	return s.Memory.ResumeAccept(ctx, id, m, start)
+	return s.Memory.ResumeAccept(ctx, id, m, start, check)
 }
 
 func (s *poolStore) Append(ctx context.Context, id string, epoch uint64, entries ...session.Entry) error {

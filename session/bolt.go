@@ -334,20 +334,22 @@ func (b *Bolt) Activate(ctx context.Context, id string) (Snapshot, error) {
 // descriptor, the latest provider state and the open messages: a handful of
 // reads plus one per open message, whatever the log's length.
 func (b *Bolt) Resume(ctx context.Context, id string) (Resumed, error) {
-	r, _, _, err := b.resume(id, nil, nil)
+	r, _, _, err := b.resume(id, nil, nil, nil)
 	return r, err
 }
 
 // ResumeAccept is Resume with m accepted at the new epoch, and start appended if
-// m is then the only open message, in the same transaction (one synced commit).
-func (b *Bolt) ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
-	return b.resume(id, &m, start)
+// m is then the only open message, in the same transaction (one synced commit),
+// once check has accepted the head that transaction reads.
+func (b *Bolt) ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry, check func(Head) error) (Resumed, InboxMessage, bool, error) {
+	return b.resume(id, &m, start, check)
 }
 
-// resume takes the next epoch, accepts m at it if m is not nil, reads the
+// resume reads the header and the descriptor and, if check (when not nil)
+// accepts them, takes the next epoch, accepts m at it if m is not nil, reads the
 // restore index and, if start is not empty and m is the only open message,
 // appends start, in one transaction.
-func (b *Bolt) resume(id string, m *InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
+func (b *Bolt) resume(id string, m *InboxMessage, start []Entry, check func(Head) error) (Resumed, InboxMessage, bool, error) {
 	var r Resumed
 	var out InboxMessage
 	var started bool
@@ -356,6 +358,15 @@ func (b *Bolt) resume(id string, m *InboxMessage, start []Entry) (Resumed, Inbox
 		sb, h, err := session(tx, id)
 		if err != nil {
 			return err
+		}
+		desc, err := descriptor(sb, h)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(Head{Header: h, Descriptor: desc}); err != nil {
+				return err // nothing written: bbolt rolls the transaction back
+			}
 		}
 		h.Epoch++
 		if err := putJSON(sb, keyHeader, h); err != nil {
@@ -371,7 +382,7 @@ func (b *Bolt) resume(id string, m *InboxMessage, start []Entry) (Resumed, Inbox
 				return err
 			}
 		}
-		if r, err = resumed(sb, h); err != nil {
+		if r, err = resumed(sb, h, desc); err != nil {
 			return err
 		}
 		if m != nil && len(start) > 0 && onlyOpen(r, out) {
@@ -394,12 +405,9 @@ func onlyOpen(r Resumed, m InboxMessage) bool {
 	return len(r.CutOff) == 0 && len(r.ToRun) == 1 && r.ToRun[0].ID == m.ID && r.ToRun[0].Seq == m.Seq
 }
 
-func resumed(sb *bolt.Bucket, h Header) (Resumed, error) {
-	r := Resumed{Header: h}
-	var err error
-	if r.Descriptor, err = descriptor(sb, h); err != nil {
-		return Resumed{}, err
-	}
+// resumed reads the restore index of session sb (header h, descriptor desc).
+func resumed(sb *bolt.Bucket, h Header, desc json.RawMessage) (Resumed, error) {
+	r := Resumed{Header: h, Descriptor: desc}
 	lb, ib := sb.Bucket(bucketLog), sb.Bucket(bucketInbox)
 	r.LogSeq = lb.Sequence()
 	ix := readIndex(sb)

@@ -127,14 +127,19 @@ func (m *Memory) Resume(ctx context.Context, id string) (Resumed, error) {
 	return s.snapshot().Resumed(), nil
 }
 
-// ResumeAccept is Resume and Accept, and start's Append if msg is then the only
-// open message, under one lock.
-func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage, start []Entry) (Resumed, InboxMessage, bool, error) {
+// ResumeAccept is check of the head, then Resume and Accept, and start's Append
+// if msg is then the only open message, under one lock.
+func (m *Memory) ResumeAccept(ctx context.Context, id string, msg InboxMessage, start []Entry, check func(Head) error) (Resumed, InboxMessage, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, err := m.get(id)
 	if err != nil {
 		return Resumed{}, InboxMessage{}, false, err
+	}
+	if check != nil {
+		if err := check(s.head()); err != nil {
+			return Resumed{}, InboxMessage{}, false, err
+		}
 	}
 	s.header.Epoch++
 	msg = s.accept(msg)
@@ -187,18 +192,23 @@ func (m *Memory) Head(ctx context.Context, id string) (Head, error) {
 	if err != nil {
 		return Head{}, err
 	}
+	return s.head(), nil
+}
+
+// head is the session's header and its first descriptor after the fork seed.
+func (s *memSession) head() Head {
 	h := Head{Header: s.header}
 	i := 0
 	for _, chunk := range s.log.chunks {
 		for _, e := range chunk {
 			if i >= s.header.SeedLength && e.Kind == EntryDescriptor {
 				h.Descriptor = e.Descriptor
-				return h, nil
+				return h
 			}
 			i++
 		}
 	}
-	return h, nil
+	return h
 }
 
 func (m *Memory) Accept(ctx context.Context, id string, epoch uint64, msg InboxMessage) (InboxMessage, error) {

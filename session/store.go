@@ -133,7 +133,17 @@ type Store interface {
 	// returned Resumed is as of before start (m among ToRun). A store may always
 	// decline (started false, nothing appended): the Activation then records the
 	// turn start itself.
-	ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry) (r Resumed, accepted InboxMessage, started bool, err error)
+	//
+	// check, if not nil, is the caller's decision on the session's head (as Head
+	// returns it: the header before the new epoch, the descriptor), made in the
+	// same transaction before anything is written: if it returns an error, nothing
+	// is written and ResumeAccept returns that error as is. A followup's cold
+	// restore authorises against the persisted header this way (SPEC §6.3) without
+	// a read of its own. check runs inside the store's transaction, perhaps on
+	// another goroutine and perhaps more than once (a store may retry its
+	// transaction): it must decide from its argument and values fixed before the
+	// call, and never block.
+	ResumeAccept(ctx context.Context, id string, m InboxMessage, start []Entry, check func(Head) error) (r Resumed, accepted InboxMessage, started bool, err error)
 	// History reads the session's model history: its EntryMessage entries with seq
 	// <= upTo, in order.
 	History(ctx context.Context, id string, upTo uint64) ([]Entry, error)

@@ -23,8 +23,9 @@ type stallingStore struct {
 	release atomic.Pointer[func()]
 }
 
-func (s *stallingStore) ResumeAccept(ctx context.Context, id string, msg session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
-	r, out, started, err := s.faultyStore.ResumeAccept(ctx, id, msg, start)
+func (s *stallingStore) ResumeAccept(ctx context.Context, id string, msg session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
+	r, out, started, err := s.faultyStore.ResumeAccept(ctx, id, msg, start, check)
 	if m := s.m.Load(); m != nil {
 		release := m.StallDirectory()
 		s.release.Store(&release)

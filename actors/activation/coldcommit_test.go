@@ -22,7 +22,8 @@ import (
 // A cold restore whose commit (Store.ResumeAccept) fails.
 
 // commitGate is a faultyStore whose armed ResumeAccept signals entered, then waits
-// for release and fails with fail if set (writing nothing) — or commits.
+// for release and, if fail is set, fails with it once the caller's check has
+// passed (writing nothing, as a failed commit) — or commits.
 type commitGate struct {
 	*faultyStore
 	armed   atomic.Bool
@@ -31,15 +32,22 @@ type commitGate struct {
 	fail    error
 }
 
-func (s *commitGate) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+func (s *commitGate) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
 	if s.armed.CompareAndSwap(true, false) {
 		s.entered <- struct{}{}
 		<-s.release
-		if s.fail != nil {
-			return session.Resumed{}, session.InboxMessage{}, false, s.fail
+		if s.fail != nil { // the commit fails once the head's check has passed
+			_, _, _, err := s.faultyStore.ResumeAccept(ctx, id, m, start, func(h session.Head) error {
+				if err := check(h); err != nil {
+					return err
+				}
+				return s.fail
+			})
+			return session.Resumed{}, session.InboxMessage{}, false, err
 		}
 	}
-	return s.faultyStore.ResumeAccept(ctx, id, m, start)
+	return s.faultyStore.ResumeAccept(ctx, id, m, start, check)
 }
 
 // coldRig is a rig whose store is a commitGate and whose NewAgent hands every

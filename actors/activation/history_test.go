@@ -14,12 +14,18 @@ import (
 	"github.com/troupe-rt/troupe/troupetest"
 )
 
-// countingStore counts the model history reads (Store.History), the writes that
-// take an epoch or accept a message (Resume, Activate, Accept, ResumeAccept: one
-// commit each), the turn starts appended and those ResumeAccept recorded.
+// countingStore counts the model history reads (Store.History), the head reads
+// (Store.Head), the writes that take an epoch or accept a message (Resume,
+// Activate, Accept, ResumeAccept: one commit each), the turn starts appended and
+// those ResumeAccept recorded.
 type countingStore struct {
 	*session.Memory
-	reads, epochOrAccept, turnStarts, startsWithAccept atomic.Int64
+	reads, heads, epochOrAccept, turnStarts, startsWithAccept atomic.Int64
+}
+
+func (s *countingStore) Head(ctx context.Context, id string) (session.Head, error) {
+	s.heads.Add(1)
+	return s.Memory.Head(ctx, id)
 }
 
 func (s *countingStore) Resume(ctx context.Context, id string) (session.Resumed, error) {
@@ -32,9 +38,10 @@ func (s *countingStore) Activate(ctx context.Context, id string) (session.Snapsh
 	return s.Memory.Activate(ctx, id)
 }
 
-func (s *countingStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+func (s *countingStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
 	s.epochOrAccept.Add(1)
-	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start)
+	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start, check)
 	if started {
 		s.startsWithAccept.Add(1)
 	}
@@ -173,7 +180,9 @@ func TestColdResumeWithoutReadingTheHistory(t *testing.T) {
 // accepts its message and — the message being the only one open, so its turn is
 // the one to start at once — records its turn start, in one commit
 // (Store.ResumeAccept): not a Resume and an Accept, and no turn start appended
-// apart. The turn start is in the log once, before the turn's end.
+// apart; the head it authorises against is read in that commit's transaction
+// (ResumeAccept's check), not by a Store.Head of its own. The turn start is in
+// the log once, before the turn's end.
 func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
 	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
 	store, followup, start, _, notices := historyRig(t, runner)
@@ -181,7 +190,7 @@ func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
 	recv(t, runner.lens)
 	recv(t, runner.turns)
 	recv(t, notices) // settled: the Activation is gone
-	writes, starts := store.epochOrAccept.Load(), store.turnStarts.Load()
+	writes, starts, heads := store.epochOrAccept.Load(), store.turnStarts.Load(), store.heads.Load()
 	followup("one")
 	require.Equal(t, 2, recv(t, runner.lens))
 	recv(t, runner.turns)
@@ -189,6 +198,7 @@ func TestColdFollowupTakesTheEpochAndAcceptsInOneCommit(t *testing.T) {
 	require.Equal(t, int64(1), store.epochOrAccept.Load()-writes, "the cold restore's epoch and acceptance are one commit")
 	require.Equal(t, int64(1), store.startsWithAccept.Load(), "the turn start is in the acceptance's commit")
 	require.Equal(t, int64(0), store.turnStarts.Load()-starts, "no turn start is appended apart")
+	require.Equal(t, int64(0), store.heads.Load()-heads, "the head is read in the commit's transaction")
 	snap, err := store.Load(context.Background(), "c1")
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), snap.Header.Epoch)

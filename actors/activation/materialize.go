@@ -61,15 +61,8 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 		fail(unauthorized("subagent %q requires the exact live parent agent to start it", m.id))
 		return
 	}
-	pe := d.parentEntry(m.parent)
-	if pe != nil && pe.closing {
-		fail(messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", pe.id))
-		return
-	}
-	if a := d.disposingLineage(m.parent); a != nil {
-		fail(messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", a.Session()))
+	if err := d.closingLineage(m.parent); err != nil {
+		fail(err)
 		return
 	}
 	if m.ctx.Err() != nil {
@@ -81,7 +74,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 		return
 	}
 	parentDepth, cwd := 0, ""
-	if pe != nil {
+	if pe := d.parentEntry(m.parent); pe != nil {
 		parentDepth, cwd = int(pe.depth), pe.cwd.String()
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
@@ -114,6 +107,20 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	e.starting = &pending{start: m}
 	d.submitFirst(c, e, &submit{parent: m.parent, parentKind: d.kindOf(m.parent), content: m.content,
 		source: session.Source{Kind: "user"}, ctx: m.ctx, first: true})
+}
+
+// closingLineage is ACTIVATION_CLOSING if parent's Activation, or one of its
+// lineage's, is being disposed (a child cannot be established under it), or nil.
+func (d *directoryActor) closingLineage(parent *owner.Agent) error {
+	if pe := d.parentEntry(parent); pe != nil && pe.closing {
+		return messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", pe.id)
+	}
+	if a := d.disposingLineage(parent); a != nil {
+		return messages.Errorf(subagent.CodeActivationClosing,
+			"subagent parent %q is being disposed; the child was not established", a.Session())
+	}
+	return nil
 }
 
 // submitFirst sends an Activation's first message; its answer comes back to the
@@ -163,25 +170,32 @@ func (d *directoryActor) materialize(c actor.Context, id string, parent *owner.A
 
 // materializeCold resumes the session of a settled child that a followup
 // restores and accepts the followup's message (msg) with the new epoch, in one
-// commit (Store.ResumeAccept), then spawns its Activation, which answers the
-// followup with the message (submit.pre) before it can run it. If msg is then the
-// session's only open message, the same commit records its turn start (the
-// entries runTurn would append), and the Activation runs that turn without a
-// commit of its own once it has answered (carry.recorded): one synced commit
-// between the followup and its turn instead of two. If no Activation could be
-// spawned, the message is discarded — or, its turn start recorded, logged
-// aborted, as a crash right after the commit would have left it (it never ran) —
-// and its caller is answered an error.
-func (d *directoryActor) materializeCold(c actor.Context, id string, parent *owner.Agent, label string,
+// commit (Store.ResumeAccept) whose transaction first runs k's refusals on the
+// session's head (NOT_RESUMABLE if it has none to read), then spawns its
+// Activation, which answers the followup with the message (submit.pre) before
+// it can run it. If msg is then the session's only open message, the same
+// commit records its turn start (the entries runTurn would append), and the
+// Activation runs that turn without a commit of its own once it has answered
+// (carry.recorded): one synced commit between the followup and its turn instead
+// of two. If no Activation could be spawned, the message is discarded — or, its
+// turn start recorded, logged aborted, as a crash right after the commit would
+// have left it (it never ran) — and its caller is answered an error.
+func (d *directoryActor) materializeCold(c actor.Context, id string, parent *owner.Agent, k *coldCheck,
 	msg session.InboxMessage) (*entry, error) {
 	ctx := context.Background()
-	res, acc, started, err := d.m.deps.Store.ResumeAccept(ctx, id, msg, turnStart(msg))
-	if err != nil {
+	res, acc, started, err := d.m.deps.Store.ResumeAccept(ctx, id, msg, turnStart(msg), k.check)
+	switch {
+	case err == nil:
+	case !k.decided: // no head to decide on
+		return nil, messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", id)
+	case k.refused != nil: // k's refusal, as is
+		return nil, err
+	default:
 		return nil, notDurable(id, err)
 	}
 	fault.Yield(PointDirectoryMaterialize)
 	res.ToRun = slices.DeleteFunc(res.ToRun, func(m session.InboxMessage) bool { return m.ID == acc.ID })
-	e, err := d.newActivation(c, id, parent, label, res.Header, &res, &acc, started)
+	e, err := d.newActivation(c, id, parent, k.label, res.Header, &res, &acc, started)
 	if err != nil {
 		end := session.Entry{Kind: session.EntryDiscarded, InboxID: acc.ID}
 		if started {

@@ -68,54 +68,72 @@ func (d *directoryActor) followup(c actor.Context, m *followupReq) {
 		m.refuse(context.Cause(m.ctx))
 		return
 	}
-	head, err := d.m.deps.Store.Head(m.ctx, m.id) // the log is read once, by Activate
-	if err != nil {
-		if m.ctx.Err() != nil {
-			m.refuse(context.Cause(m.ctx))
-			return
-		}
-		m.refuse(messages.Errorf(subagent.CodeNotResumable, "subagent %q is unavailable", m.id))
-		return
-	}
-	if !d.m.live(context.Background(), m.parent) {
-		m.refuse(unauthorized("subagent %q delivery requires the exact live parent agent", m.id))
-		return
-	}
-	if head.Header.ParentSession != authorisedSession(m.parent, m.source) || head.Header.ParentKind != d.kindOf(m.parent) {
-		m.refuse(unauthorized("subagent %q belongs to another parent session", m.id))
-		return
-	}
-	desc, err := ParseDescriptor(head.Descriptor)
-	if err != nil || desc.Mode != "continuable" {
-		if err != nil && desc.Version == DescriptorVersion {
-			m.refuse(err) // a corrupt current-version descriptor
-			return
-		}
-		m.refuse(messages.Errorf(subagent.CodeNotResumable,
-			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", m.id))
-		return
-	}
-	if pe := d.parentEntry(m.parent); pe != nil && pe.closing {
-		m.refuse(messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", pe.id))
-		return
-	}
-	if a := d.disposingLineage(m.parent); a != nil {
-		m.refuse(messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", a.Session()))
-		return
-	}
-	// The epoch and the message in one commit (Store.ResumeAccept); the submit
-	// that follows answers with it, from the Activation.
+	// The refusals after the head's read (SPEC §6.3: authority against the
+	// persisted header, the descriptor, a disposal that won) run in the
+	// transaction that then takes the epoch and accepts the message, one commit
+	// (Store.ResumeAccept's check): no read of their own. What they need of the
+	// directory and the registry is taken before it — the parent's liveness asks
+	// the agent registry, which a store transaction must not wait on — and
+	// applied in their order inside it (coldCheck).
+	k := &coldCheck{id: m.id, live: d.m.live(context.Background(), m.parent),
+		parentSes: authorisedSession(m.parent, m.source), parentKind: d.kindOf(m.parent), closing: d.closingLineage(m.parent)}
+	// The submit that follows answers with the message, from the Activation.
 	msg := session.InboxMessage{ID: newMessageID(), Content: m.content, Source: m.source, AcceptedAt: d.m.now()}
-	e, err := d.materializeCold(c, m.id, m.parent, desc.Label, msg)
+	e, err := d.materializeCold(c, m.id, m.parent, k, msg)
 	if err != nil {
+		if !k.decided && m.ctx.Err() != nil { // the head could not be read
+			err = context.Cause(m.ctx)
+		}
 		m.refuse(err)
 		return
 	}
 	e.starting = &pending{resume: m}
-	m.parentKind, m.pre = d.kindOf(m.parent), true
+	m.parentKind, m.pre = k.parentKind, true
 	d.submitFirst(c, e, &m.submit)
+}
+
+// coldCheck is a cold followup's refusals on the persisted head, in SPEC §6.3's
+// order after the head's read (which fails NOT_RESUMABLE): the parent's
+// liveness, its authority over the session, the descriptor, a parent being
+// disposed. check is Store.ResumeAccept's check: it decides from the head and
+// the values the directory fixed before the call alone, so it may run on a
+// store's goroutine, and more than once.
+type coldCheck struct {
+	id                    string
+	live                  bool   // the parent is the exact live agent of its session
+	parentSes, parentKind string // the parent of record the caller speaks for
+	closing               error  // ACTIVATION_CLOSING if the parent's lineage is being disposed
+	decided               bool   // check ran (the head was read)
+	refused               error  // what check returned last
+	label                 string // the descriptor's label, once check accepted
+}
+
+func (k *coldCheck) check(head session.Head) error {
+	k.decided = true
+	k.refused = k.decide(head)
+	return k.refused
+}
+
+func (k *coldCheck) decide(head session.Head) error {
+	if !k.live {
+		return unauthorized("subagent %q delivery requires the exact live parent agent", k.id)
+	}
+	if head.Header.ParentSession != k.parentSes || head.Header.ParentKind != k.parentKind {
+		return unauthorized("subagent %q belongs to another parent session", k.id)
+	}
+	desc, err := ParseDescriptor(head.Descriptor)
+	if err != nil || desc.Mode != "continuable" {
+		if err != nil && desc.Version == DescriptorVersion {
+			return err // a corrupt current-version descriptor
+		}
+		return messages.Errorf(subagent.CodeNotResumable,
+			"subagent %q has no supported continuation state and cannot be resumed; do not retry send_message with this id", k.id)
+	}
+	if k.closing != nil {
+		return k.closing
+	}
+	k.label = desc.Label
+	return nil
 }
 
 // refuse answers the followup with err.

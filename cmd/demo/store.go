@@ -80,8 +80,9 @@ func (s *narratedStore) Resume(ctx context.Context, id string) (session.Resumed,
 // followup in one commit: narrated as Resume (the journaled messages to run first
 // are those before the followup's). It runs on the directory, not inside an
 // Activation, so an armed crash waits for the next Accept.
-func (s *narratedStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
-	r, out, started, err := s.Bolt.ResumeAccept(ctx, id, m, start)
+func (s *narratedStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
+	r, out, started, err := s.Bolt.ResumeAccept(ctx, id, m, start, check)
 	if err != nil {
 		return r, out, started, err
 	}

@@ -53,7 +53,12 @@
 // UPDATE, so each session's seqs run 1…n without gaps whatever the concurrency.
 // A cluster builds its exclusion on this: whichever Activation took the newest
 // epoch is the only one whose writes land, and one whose write is refused
-// stops itself.
+// stops itself. ResumeAccept (a cold followup's restore) is one explicit
+// transaction of two round trips: the first opens it and takes the epoch, the
+// UPDATE returning the head the caller's check decides on while the row is
+// locked (no other write to the session can come between the check and the
+// acceptance); the second accepts the message, reads the open inbox and
+// commits. A refusal rolls it back: nothing is written.
 //
 // # Leases
 //

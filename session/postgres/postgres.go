@@ -384,17 +384,117 @@ func (s *Store) Activate(ctx context.Context, id string) (session.Snapshot, erro
 // descriptor, the latest provider state (one row each, by index) and the open
 // inbox messages (troupe_inbox_open): a cost independent of the log's length.
 func (s *Store) Resume(ctx context.Context, id string) (session.Resumed, error) {
-	r, _, err := s.resume(ctx, id, nil)
-	return r, err
+	if err := storable("session id", id); err != nil {
+		return session.Resumed{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlResume, id)
+	b.Queue(sqlOpenInbox, id)
+	br := s.pool.SendBatch(ctx, b)
+	r, err := scanResumed(br.QueryRow())
+	if err == nil {
+		err = readOpen(br, &r)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	return r, nil
 }
 
-// ResumeAccept is Resume with m accepted at the new epoch: the epoch's update,
-// the message's insert and the reads are one batch, which PostgreSQL runs as one
-// implicit transaction (one commit). It declines start (started is always
-// false): the Activation records the turn start itself, in a commit of its own.
-func (s *Store) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, _ []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
-	r, out, err := s.resume(ctx, id, &m)
-	return r, out, false, err
+// sqlResume takes the next epoch and returns the header, the restore index's
+// counters, the descriptor's entry and the latest provider state's (scanResumed).
+const sqlResume = `UPDATE troupe_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING ` + headerCols + `, log_seq, messages, (
+            SELECT l.entry FROM troupe_log l
+            WHERE l.session_id = $1 AND l.kind = 'subagent/descriptor' AND l.seq > seed_length
+            ORDER BY l.seq LIMIT 1), (
+            SELECT l.entry FROM troupe_log l WHERE l.session_id = $1 AND l.seq = state_seq AND state_seq > 0)`
+
+const sqlOpenInbox = `SELECT seq, message, status FROM troupe_inbox WHERE session_id = $1 AND status < 2 ORDER BY seq`
+
+// ResumeAccept is Resume with m accepted at the new epoch, in one explicit
+// transaction of two round trips, as a Head and a Resume would take: the first
+// opens it and takes the epoch (sqlResume, whose row is the head check decides
+// on), the second accepts m, reads the open inbox and commits. A refusal, or any
+// failure, rolls it back. It declines start (started is always false): the
+// Activation records the turn start itself, in a commit of its own.
+func (s *Store) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, _ []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
+	if err := storable("session id", id); err != nil {
+		return session.Resumed{}, session.InboxMessage{}, false, err
+	}
+	m.Seq = 0
+	data, err := json.Marshal(m)
+	if err != nil {
+		return session.Resumed{}, session.InboxMessage{}, false, err
+	}
+	msgID := m.ID // as Accept: an id text cannot hold stays out of the index column
+	if storable("inbox id", msgID) != nil {
+		msgID = ""
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return session.Resumed{}, session.InboxMessage{}, false, err
+	}
+	// Release closes a connection still in a transaction (rollback failed) rather than reuse it.
+	defer conn.Release()
+	r, err := resumeAccept(ctx, conn.Conn(), id, &m, string(data), msgID, check)
+	if err != nil {
+		_, _ = conn.Exec(context.Background(), "ROLLBACK") // nothing written
+		return session.Resumed{}, session.InboxMessage{}, false, err
+	}
+	return r, m, false, nil
+}
+
+// resumeAccept runs ResumeAccept's two round trips on conn, setting m.Seq. It
+// leaves the transaction open if it fails.
+func resumeAccept(ctx context.Context, conn *pgx.Conn, id string, m *session.InboxMessage, data, msgID string,
+	check func(session.Head) error) (session.Resumed, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(sqlResume, id)
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var r session.Resumed
+	if err == nil {
+		r, err = scanResumed(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	if check != nil {
+		h := session.Head{Header: r.Header, Descriptor: r.Descriptor}
+		h.Header.Epoch-- // the head as it was before this transaction's epoch
+		if err := check(h); err != nil {
+			return session.Resumed{}, err
+		}
+	}
+	b = &pgx.Batch{}
+	b.Queue(sqlResumeAccept, id, data, msgID)
+	b.Queue(sqlOpenInbox, id)
+	b.Queue(`COMMIT`)
+	br = conn.SendBatch(ctx, b)
+	var seq int64
+	err = br.QueryRow().Scan(&seq)
+	if err == nil {
+		err = readOpen(br, &r)
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return session.Resumed{}, err
+	}
+	m.Seq = uint64(seq)
+	return r, nil
 }
 
 const sqlResumeAccept = `WITH s AS (
@@ -407,65 +507,16 @@ const sqlResumeAccept = `WITH s AS (
 )
 SELECT inbox_seq FROM s`
 
-func (s *Store) resume(ctx context.Context, id string, m *session.InboxMessage) (session.Resumed, session.InboxMessage, error) {
-	if err := storable("session id", id); err != nil {
-		return session.Resumed{}, session.InboxMessage{}, err
-	}
-	b := &pgx.Batch{}
-	b.Queue(`UPDATE troupe_sessions SET epoch = epoch + 1 WHERE id = $1 RETURNING `+headerCols+`, log_seq, messages, (
-            SELECT l.entry FROM troupe_log l
-            WHERE l.session_id = $1 AND l.kind = 'subagent/descriptor' AND l.seq > seed_length
-            ORDER BY l.seq LIMIT 1), (
-            SELECT l.entry FROM troupe_log l WHERE l.session_id = $1 AND l.seq = state_seq AND state_seq > 0)`, id)
-	var out session.InboxMessage
-	if m != nil {
-		out = *m
-		out.Seq = 0
-		data, err := json.Marshal(out)
-		if err != nil {
-			return session.Resumed{}, session.InboxMessage{}, err
-		}
-		msgID := out.ID // as Accept: an id text cannot hold stays out of the index column
-		if storable("inbox id", msgID) != nil {
-			msgID = ""
-		}
-		b.Queue(sqlResumeAccept, id, string(data), msgID)
-	}
-	b.Queue(`SELECT seq, message, status FROM troupe_inbox WHERE session_id = $1 AND status < 2 ORDER BY seq`, id)
-	br := s.pool.SendBatch(ctx, b)
-	r, err := readResumed(br, func() error {
-		if m == nil {
-			return nil
-		}
-		var seq int64
-		if err := br.QueryRow().Scan(&seq); err != nil {
-			return err
-		}
-		out.Seq = uint64(seq)
-		return nil
-	})
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return session.Resumed{}, session.InboxMessage{}, err
-	}
-	return r, out, nil
-}
-
-// readResumed reads Resume's batch: the header's row, then (between) whatever
-// mid reads, then the open inbox.
-func readResumed(br pgx.BatchResults, mid func() error) (session.Resumed, error) {
+// scanResumed reads sqlResume's row: the header, the counters, the descriptor
+// and the provider state; an unknown session is ErrNotFound.
+func scanResumed(row pgx.Row) (session.Resumed, error) {
 	var logSeq, msgs int64
 	var desc, state []byte
-	h, err := scanHeader(br.QueryRow(), &logSeq, &msgs, &desc, &state)
+	h, err := scanHeader(row, &logSeq, &msgs, &desc, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = session.ErrNotFound
 	}
 	if err != nil {
-		return session.Resumed{}, err
-	}
-	if err := mid(); err != nil {
 		return session.Resumed{}, err
 	}
 	r := session.Resumed{Header: h, LogSeq: uint64(logSeq), Messages: int(msgs)}
@@ -485,9 +536,14 @@ func readResumed(br pgx.BatchResults, mid func() error) (session.Resumed, error)
 		}
 		f.set(e)
 	}
+	return r, nil
+}
+
+// readOpen reads sqlOpenInbox's rows into r's ToRun and CutOff.
+func readOpen(br pgx.BatchResults, r *session.Resumed) error {
 	rows, err := br.Query()
 	if err != nil {
-		return session.Resumed{}, err
+		return err
 	}
 	defer rows.Close()
 	var seq int64
@@ -495,11 +551,11 @@ func readResumed(br pgx.BatchResults, mid func() error) (session.Resumed, error)
 	var status int16
 	for rows.Next() {
 		if err := rows.Scan(&seq, &data, &status); err != nil {
-			return session.Resumed{}, err
+			return err
 		}
 		var m session.InboxMessage
 		if err := json.Unmarshal(data, &m); err != nil {
-			return session.Resumed{}, err
+			return err
 		}
 		m.Seq = uint64(seq)
 		if status == 1 {
@@ -508,7 +564,7 @@ func readResumed(br pgx.BatchResults, mid func() error) (session.Resumed, error)
 			r.ToRun = append(r.ToRun, m)
 		}
 	}
-	return r, rows.Err()
+	return rows.Err()
 }
 
 // History reads the model history up to upTo (the primary key's range, kind

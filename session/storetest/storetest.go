@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -56,6 +57,7 @@ var checks = []struct {
 	{"ResumeAcceptTakesAnEpochAndAccepts", resumeAcceptTakesAnEpochAndAccepts},
 	{"ConcurrentResumeAcceptsAreAtomic", concurrentResumeAcceptsAreAtomic},
 	{"ResumeAcceptStartsOnlyALoneMessage", func(t *testing.T, s session.Store) { resumeAcceptStartsOnlyALoneMessage(t, s, false) }},
+	{"ResumeAcceptCheckDecidesBeforeWriting", resumeAcceptCheckDecidesBeforeWriting},
 }
 
 var ctx = context.Background()
@@ -542,7 +544,7 @@ func resumeAcceptTakesAnEpochAndAccepts(t *testing.T, s session.Store) {
 	require.NoError(t, err)
 	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "m0"})
 	require.NoError(t, err)
-	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1", Content: []session.Block{{Type: "text", Text: "hi"}}}, nil)
+	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1", Content: []session.Block{{Type: "text", Text: "hi"}}}, nil, nil)
 	require.False(t, started, "no start was given")
 	require.NoError(t, err)
 	require.Equal(t, first.Header.Epoch+1, r.Header.Epoch)
@@ -567,12 +569,12 @@ func resumeAcceptTakesAnEpochAndAccepts(t *testing.T, s session.Store) {
 	next, err := s.Resume(ctx, "c1")
 	require.NoError(t, err)
 	require.Equal(t, []string{"m0", "m1"}, idsOf(next.ToRun))
-	_, _, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "fenced"}, nil)
+	_, _, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "fenced"}, nil, nil)
 	require.NoError(t, err)
 	_, err = s.Accept(ctx, "c1", next.Header.Epoch, session.InboxMessage{ID: "late"})
 	require.ErrorIs(t, err, session.ErrStaleEpoch)
 
-	_, _, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"}, turnStartOf("m", "x"))
+	_, _, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"}, turnStartOf("m", "x"), nil)
 	require.ErrorIs(t, err, session.ErrNotFound)
 	ids, err := s.IDs(ctx)
 	require.NoError(t, err)
@@ -596,7 +598,7 @@ func concurrentResumeAcceptsAreAtomic(t *testing.T, s session.Store) {
 	for i := range n {
 		wg.Go(func() {
 			id := "x" + string(rune('a'+i))
-			results[i].r, results[i].msg, _, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: id}, nil)
+			results[i].r, results[i].msg, _, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: id}, nil, nil)
 		})
 	}
 	wg.Wait()
@@ -614,6 +616,111 @@ func concurrentResumeAcceptsAreAtomic(t *testing.T, s session.Store) {
 	snap, err := s.Load(ctx, "c1")
 	require.NoError(t, err)
 	require.Equal(t, want, idsOf(snap.Inbox), "the inbox is in epoch order")
+}
+
+// ResumeAccept's check decides on the session's head before anything is
+// written: it is given the head as Head reads it (the header before the new
+// epoch, the first descriptor of the own suffix); a check that refuses leaves the
+// session as it was (no epoch taken, nothing accepted, no turn start) and its
+// error is returned as is; a check that accepts lets the resume and acceptance
+// happen. Concurrent calls, some refusing (a store that shares commits must not
+// let a refusal write, nor undo the others'), each get their own outcome.
+func resumeAcceptCheckDecidesBeforeWriting(t *testing.T, s session.Store) {
+	desc := func(mode string) session.Entry {
+		return session.Entry{Kind: session.EntryDescriptor, Descriptor: json.RawMessage(`{"version":2,"mode":"` + mode + `"}`)}
+	}
+	require.NoError(t, s.Create(ctx, session.Header{ID: "c1", ParentSession: "p", ParentKind: session.ParentSubagent,
+		Origin: "subagent", DelegationDepth: 2, SeedLength: 1}, []session.Entry{desc("seed"), desc("own")}))
+	first, err := s.Resume(ctx, "c1")
+	require.NoError(t, err)
+	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "m0"})
+	require.NoError(t, err)
+	head, err := s.Head(ctx, "c1")
+	require.NoError(t, err)
+	before, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+
+	var mu sync.Mutex // a check may run on a goroutine of the store's
+	var seen []session.Head
+	refusal := errors.New("refused by the caller")
+	refuse := func(h session.Head) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, h)
+		return refusal
+	}
+	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1"}, turnStartOf("m1", "x"), refuse)
+	require.True(t, err == refusal, "the check's error as is, got %v", err)
+	require.False(t, started)
+	require.Equal(t, session.Resumed{}, r)
+	require.Equal(t, session.InboxMessage{}, msg)
+	require.NotEmpty(t, seen, "the check was called")
+	for _, h := range seen {
+		require.Equal(t, head.Header, h.Header, "the head before the new epoch")
+		require.Equal(t, `{"version":2,"mode":"own"}`, string(h.Descriptor), "the own suffix's first descriptor")
+	}
+	after, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refusal writes nothing")
+	_, err = s.Accept(ctx, "c1", first.Header.Epoch, session.InboxMessage{ID: "still"})
+	require.NoError(t, err, "no epoch was taken")
+
+	var got []session.Head
+	r, msg, _, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m2"}, nil, func(h session.Head) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, h)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	require.Equal(t, head.Header, got[len(got)-1].Header)
+	require.Equal(t, head.Header.Epoch+1, r.Header.Epoch)
+	require.Equal(t, []string{"m0", "still", "m2"}, idsOf(r.ToRun))
+	require.Equal(t, "m2", msg.ID)
+
+	_, _, _, err = s.ResumeAccept(ctx, "nosuch", session.InboxMessage{ID: "m"}, nil, func(session.Head) error {
+		t.Error("the check was called for an unknown session")
+		return nil
+	})
+	require.ErrorIs(t, err, session.ErrNotFound)
+
+	// Concurrent calls: the even ones refuse, each with an error of its own.
+	const n = 8
+	errs := make([]error, n)
+	refusals := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		refusals[i] = fmt.Errorf("refusal %d", i)
+		wg.Go(func() {
+			_, _, _, errs[i] = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: fmt.Sprintf("x%d", i)}, nil,
+				func(session.Head) error {
+					if i%2 == 0 {
+						return refusals[i]
+					}
+					return nil
+				})
+		})
+	}
+	wg.Wait()
+	var want []string
+	for i, err := range errs {
+		if i%2 == 0 {
+			require.True(t, err == refusals[i], "call %d: its own refusal as is, got %v", i, err)
+			continue
+		}
+		require.NoError(t, err, "call %d", i)
+		want = append(want, fmt.Sprintf("x%d", i))
+	}
+	snap, err := s.Load(ctx, "c1")
+	require.NoError(t, err)
+	require.Equal(t, r.Header.Epoch+n/2, snap.Header.Epoch, "only the accepted calls took an epoch")
+	var accepted []string
+	for _, m := range snap.Inbox[3:] {
+		accepted = append(accepted, m.ID)
+	}
+	slices.Sort(accepted)
+	require.Equal(t, want, accepted, "only the accepted calls' messages are stored")
 }
 
 // turnStartOf is the turn start of inbox message id with input text (what an
@@ -641,7 +748,7 @@ func kindsOf(log []session.Entry) []string {
 func resumeAcceptStartsOnlyALoneMessage(t *testing.T, s session.Store, mustStart bool) {
 	require.NoError(t, s.Create(ctx, session.Header{ID: "c1"}, nil))
 	r, msg, started, err := s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m1",
-		Content: []session.Block{{Type: "text", Text: "hi"}}}, turnStartOf("m1", "hi"))
+		Content: []session.Block{{Type: "text", Text: "hi"}}}, turnStartOf("m1", "hi"), nil)
 	require.NoError(t, err)
 	if mustStart {
 		require.True(t, started, "m1 is the only open message")
@@ -672,7 +779,7 @@ func resumeAcceptStartsOnlyALoneMessage(t *testing.T, s session.Store, mustStart
 
 	// m1 open (to run or cut off): m2's start is not recorded.
 	logLen := len(snap.Log)
-	r, _, started, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m2"}, turnStartOf("m2", "later"))
+	r, _, started, err = s.ResumeAccept(ctx, "c1", session.InboxMessage{ID: "m2"}, turnStartOf("m2", "later"), nil)
 	require.NoError(t, err)
 	require.False(t, started, "another message is open")
 	require.Equal(t, next.Header.Epoch+1, r.Header.Epoch)
@@ -688,7 +795,7 @@ func resumeAcceptStartsOnlyALoneMessage(t *testing.T, s session.Store, mustStart
 	require.NoError(t, err)
 	_, err = s.Accept(ctx, "c2", first.Header.Epoch, session.InboxMessage{ID: "m0"})
 	require.NoError(t, err)
-	r, _, started, err = s.ResumeAccept(ctx, "c2", session.InboxMessage{ID: "m1"}, turnStartOf("m1", "x"))
+	r, _, started, err = s.ResumeAccept(ctx, "c2", session.InboxMessage{ID: "m1"}, turnStartOf("m1", "x"), nil)
 	require.NoError(t, err)
 	require.False(t, started, "m0 runs first")
 	require.Equal(t, []string{"m0", "m1"}, idsOf(r.ToRun))

@@ -411,9 +411,10 @@ func (s *recStore) Resume(ctx context.Context, id string) (session.Resumed, erro
 // its followup, in one commit: recorded as Resume is. It is not faulted: it runs
 // on the directory, which the suites do not crash (the Activation's own accepts,
 // turn starts and ends are).
-func (s *recStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+func (s *recStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
 	call := s.w.tick()
-	r, out, started, err := s.Store.ResumeAccept(ctx, id, m, start)
+	r, out, started, err := s.Store.ResumeAccept(ctx, id, m, start, check)
 	ret := s.w.tick()
 	if err == nil {
 		s.mu.Lock()

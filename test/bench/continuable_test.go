@@ -300,11 +300,12 @@ func buildSession(b *testing.B, s session.Store, id string, turns int) {
 }
 
 // coldRestore measures a Followup to a settled child (no Activation) until its turn
-// starts: the directory reads the session's head, authorizes, resumes it, accepts
-// the message and records its turn start in one synced bbolt commit
-// (Store.ResumeAccept: a new epoch, the message journaled and, being the only open
-// message, its turn start logged; the header, descriptor, provider state and open
-// messages read — not the log), spawns the Activation, which answers the followup
+// starts: the directory authorizes against the session's head, resumes it,
+// accepts the message and records its turn start in one synced bbolt commit
+// (Store.ResumeAccept: the head read and checked in its transaction, a new
+// epoch, the message journaled and, being the only open message, its turn start
+// logged; the header, descriptor, provider state and open messages read — not
+// the log), spawns the Activation, which answers the followup
 // and then runs the turn (no commit of its own). The no-op runner never reads the
 // history (Turn.History.Messages), so nothing of the log is read. next returns the child for the next
 // op; it and the wait for the previous Activation's disposal run with the timer

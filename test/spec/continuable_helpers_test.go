@@ -105,16 +105,17 @@ func (s *contStore) Resume(ctx context.Context, id string) (session.Resumed, err
 	return r, err
 }
 
-// ResumeAccept runs both hooks: the accept's before the write, the activation's
-// after it.
-func (s *contStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry) (session.Resumed, session.InboxMessage, bool, error) {
+// ResumeAccept runs both hooks: the accept's before the call (whose check may
+// still refuse the write), the activation's after it.
+func (s *contStore) ResumeAccept(ctx context.Context, id string, m session.InboxMessage, start []session.Entry,
+	check func(session.Head) error) (session.Resumed, session.InboxMessage, bool, error) {
 	s.mu.Lock()
 	onActivate, onAccept := s.mu.onActivate, s.mu.onAccept
 	s.mu.Unlock()
 	if onAccept != nil {
 		onAccept(id, m)
 	}
-	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start)
+	r, out, started, err := s.Memory.ResumeAccept(ctx, id, m, start, check)
 	if onActivate != nil {
 		onActivate(id)
 	}

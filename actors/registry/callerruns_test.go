@@ -259,3 +259,45 @@ func TestAnUndeclaredBlockingReadReturnsAtTheCtxEnd(t *testing.T) {
 	_, _, err = c.Read(context.Background(), id, NoCaller)
 	require.NoError(t, err)
 }
+
+// TestAStartRunsItsJobActorsStartedOnItsCaller: with CallerRuns, a Start whose ctx
+// can never end, made while the registry is idle, runs the new job actor's Started
+// (here the producer's OnSettle) on its caller before Start returns
+// (job.Spawner.Spawn's Handoff); a Start whose ctx can end never does (an OnSettle
+// that blocks despite SPEC must not hold a caller that has to return at its ctx's
+// end), nor does any without CallerRuns. Fails with the job actor's mailbox not
+// held (Spawn ignoring its Handoff): every Started is a worker's.
+func TestAStartRunsItsJobActorsStartedOnItsCaller(t *testing.T) {
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, tc := range []struct {
+		callerRuns bool
+		ctx        context.Context
+	}{{true, context.Background()}, {true, cancellable}, {false, context.Background()}} {
+		c := testRegistry(t, tc.callerRuns)
+		runs := tc.callerRuns && tc.ctx.Done() == nil
+		onCaller := 0
+		for range callerRounds {
+			s := &job.Settler{}
+			subscribed := make(chan bool, 1)
+			id, err := c.Start(tc.ctx, job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+				return job.Hooks{Cancel: func(string) error { return nil }, OnSettle: func(settle func(job.Outcome)) {
+					subscribed <- inCall("Start")
+					s.OnSettle(settle)
+				}}, nil
+			}})
+			require.NoError(t, err)
+			in := <-subscribed
+			s.Settle(job.Outcome{Status: job.Completed}) // settled first: a failed round leaves no live job
+			_, err = c.AwaitSettled(context.Background(), id, NoCaller)
+			require.NoError(t, err)
+			if in {
+				require.True(t, runs, "callerRuns %v, ctx can end %v: the Started ran on the caller", tc.callerRuns, tc.ctx.Done() != nil)
+				onCaller++
+			}
+		}
+		if runs {
+			require.Greater(t, onCaller, callerRounds/2, "most Starts of the idle registry run their job actor's Started")
+		}
+	}
+}

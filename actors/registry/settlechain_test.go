@@ -185,3 +185,28 @@ func TestASettleInlineProducerRunsTheSettlementOnItsGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestASettlementRightAfterItsStartRunsOnTheSettler: with CallerRuns, a job
+// started with a ctx that can never end is idle when Start returns (its Started
+// ran on the caller), so a SettleInline producer that settles at once runs the
+// settlement on its own goroutine — the case of BenchmarkNoticeLatency, with no
+// wait for the job actor's first run in between (chainRig.start waits). Fails
+// with the Started left to a worker: the settle finds it queued or not yet
+// subscribed, and the settlement is a worker's.
+func TestASettlementRightAfterItsStartRunsOnTheSettler(t *testing.T) {
+	r := newChainRig(t, true)
+	onSettler := 0
+	for range callerRounds {
+		s := &job.Settler{}
+		_, err := r.c.Start(context.Background(), job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+			return job.Hooks{OnSettle: s.OnSettle, SettleInline: true, Cancel: func(string) error { return nil }}, nil
+		}})
+		require.NoError(t, err)
+		settleNow(s, job.Outcome{Status: job.Completed})
+		<-r.done
+		if <-r.doneInSettle {
+			onSettler++
+		}
+	}
+	require.Greater(t, onSettler, callerRounds/2, "most settlements right after their start run on the settler")
+}

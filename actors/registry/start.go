@@ -164,7 +164,16 @@ func (r *registryActor) start(c actor.Context, spec job.Spec, h *mailbox.Handoff
 			SettleTimeout: r.cfg.SettleTimeout, AfterFunc: r.cfg.AfterFunc, Runners: r.runners, Root: c.ActorSystem().Root,
 			CallerRuns: r.cfg.CallerRuns}
 	}
-	// With h, the job actor's Started is left for the start's caller (Client.Start).
+	// With h, the job actor's Started is left for the start's caller (Client.Start):
+	// an OnSettle producer's only, which that run subscribes, so that the actor is
+	// idle when Start returns and a settle or a kill then runs on its sender. A Done
+	// channel's Started gains nothing from it (an outcome found ready is a worker's
+	// run anyway, else the channel's watcher's delivery is): it is the dispatcher's,
+	// which runs it while the caller finishes (BenchmarkLifecycleOwned was slower
+	// with the caller running it first).
+	if hooks.OnSettle == nil {
+		h = nil
+	}
 	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id, h)
 	if err != nil {
 		// Ids are never reused by one registry, so the name is free; this is a bug.

@@ -102,8 +102,8 @@ func (s *Spawner) mailbox() actor.Mailbox {
 // Spawner keeps nothing of it once Spawn returns.
 //
 // Given h (a registry Client's start whose caller's ctx can never end, with
-// Shared.CallerRuns), the actor's first run — its Started: startWatch, the
-// producer's OnSettle or its Done channel's watch — is left in h for the caller,
+// Shared.CallerRuns, of an OnSettle producer), the actor's first run — its
+// Started: startWatch, the producer's OnSettle — is left in h for the caller,
 // which takes it once its send returns and runs it before it waits for its answer
 // (mailbox.NewLinkedHeld, Release): no worker is woken for it, and the actor is
 // idle when Start returns. It is left only once protoactor has registered the

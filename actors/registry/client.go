@@ -33,8 +33,8 @@ import (
 // whose step calls the producer's Run, is run so only for a ctx that can never end
 // (runsProducer): a misbehaving producer's blocking hook must not keep a caller
 // whose ctx ended from returning; that caller also runs the new job actor's
-// Started (the producer's OnSettle or its Done channel's watch) once its send
-// returns, so the actor is idle when Start returns (job.Spawner.Spawn). A Read
+// Started (an OnSettle producer's: the subscription) once its send returns, so
+// the actor is idle when Start returns (job.Spawner.Spawn). A Read
 // whose ctx can end is run so unless its
 // answer would call a ReadOutput not declared non-blocking (job.Hooks.ReadNonBlocking),
 // which the registry, knowing the job, hands to its worker (registryActor.handOff).

@@ -28,7 +28,8 @@ func callerRunsRegistry(t *testing.T) *Client { return testRegistry(t, true) }
 func testRegistry(t *testing.T, callerRuns bool) *Client {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond)) // docs/TESTING.md: goleak and the dead-letter throttle
 	root := scope.NewRoot("global")
 	watch := job.NewWatcher()
 	stopped := make(chan struct{})

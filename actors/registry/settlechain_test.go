@@ -44,7 +44,8 @@ func newChainRig(t *testing.T, callerRuns bool) *chainRig {
 	t.Helper()
 	r := &chainRig{done: make(chan bool, 64), doneInSettle: make(chan bool, 64)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond)) // docs/TESTING.md: goleak and the dead-letter throttle
 	r.system = system
 	inspector, _ := system.ProcessRegistry.Add(noteProcess{r}, "inspector")
 	root := scope.NewRoot("global")

@@ -302,3 +302,49 @@ func TestAStartRunsItsJobActorsStartedOnItsCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestAStartWhoseCtxCanEndIsNotHeldByItsJobActorsStarted: with CallerRuns, a
+// Start whose ctx can end returns while its job actor's Started is blocked in the
+// producer's OnSettle (the dispatcher runs that Started, never the caller, which
+// must be able to return at its ctx's end): had the caller been handed that run,
+// it would be held there.
+func TestAStartWhoseCtxCanEndIsNotHeldByItsJobActorsStarted(t *testing.T) {
+	c := testRegistry(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 10 {
+		entered, release := make(chan struct{}), make(chan struct{})
+		s := &job.Settler{}
+		returned := make(chan string, 1)
+		go func() {
+			id, err := c.Start(ctx, job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+				return job.Hooks{Cancel: func(string) error { return nil }, OnSettle: func(settle func(job.Outcome)) {
+					close(entered)
+					<-release // blocks until the Start has returned
+					s.OnSettle(settle)
+				}}, nil
+			}})
+			if err != nil {
+				id = "" // reported below
+			}
+			returned <- id
+		}()
+		<-entered
+		var id string
+		held := false
+		select {
+		case id = <-returned:
+		case <-time.After(10 * time.Second): // a bound, not a wait: a Start returns in µs
+			held = true
+		}
+		close(release)
+		if held {
+			id = <-returned // released: the Start returns, and the job is settled below
+		}
+		require.NotEmpty(t, id, "the Start failed")
+		s.Settle(job.Outcome{Status: job.Completed})
+		_, err := c.AwaitSettled(context.Background(), id, NoCaller)
+		require.NoError(t, err)
+		require.False(t, held, "the Start was held by its job actor's blocked Started")
+	}
+}

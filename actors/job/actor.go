@@ -42,8 +42,10 @@ type Shared struct {
 	Root *actor.RootContext
 	// CallerRuns (registry Config.CallerRuns: troupe's PoolDispatcher) lets the
 	// goroutines that send to an idle job actor run it: a producer's settle
-	// (Hooks.SettleInline) and a Client's kill (Kill.Handoff). Off, as on a seeded
-	// schedule, every run of a job actor is its dispatcher's.
+	// (Hooks.SettleInline) and a Client's kill (Kill.Handoff); and a Client's
+	// start whose ctx can never end runs the new actor's Started (Spawner.Spawn's
+	// Handoff). Off, as on a seeded schedule, every run of a job actor is its
+	// dispatcher's.
 	CallerRuns bool
 }
 
@@ -63,6 +65,10 @@ type Spawner struct {
 	// staged is the config of the spawn in progress, by value: a *Config kept
 	// here made the caller's Config escape, one more allocation per job.
 	staged Config
+	// hold: the spawn in progress makes a held mailbox (Spawn given a Handoff),
+	// held once made, until Spawn releases it.
+	hold bool
+	held *mailbox.Linked
 }
 
 // NewSpawner returns a spawner whose actors run on dispatcher (nil: protoactor's).
@@ -75,20 +81,44 @@ func NewSpawner(dispatcher actor.Dispatcher) *Spawner {
 		a := &jobActor{cfg: s.staged, core: NewCore()}
 		s.staged = Config{}
 		return a
-	}, actor.WithMailbox(mailbox.NewLinked))
+	}, actor.WithMailbox(s.mailbox))
 	if dispatcher != nil {
 		s.props = s.props.Configure(actor.WithDispatcher(dispatcher))
 	}
 	return s
 }
 
+// mailbox is the job actors' actor.MailboxProducer (called inside the spawn).
+func (s *Spawner) mailbox() actor.Mailbox {
+	if s.hold {
+		s.held = mailbox.NewLinkedHeld()
+		return s.held
+	}
+	return mailbox.NewLinked()
+}
+
 // Spawn starts the actor of one live job as a child of c, named name. The actor
 // keeps a copy of *cfg (its only allocation of it); cfg is not retained, and the
 // Spawner keeps nothing of it once Spawn returns.
-func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string) (*actor.PID, error) {
-	s.staged = *cfg
-	defer func() { s.staged = Config{} }()
-	return c.SpawnNamed(s.props, name)
+//
+// Given h (a registry Client's start whose caller's ctx can never end, with
+// Shared.CallerRuns, of an OnSettle producer), the actor's first run — its
+// Started: startWatch, the producer's OnSettle — is left in h for the caller,
+// which takes it once its send returns and runs it before it waits for its answer
+// (mailbox.NewLinkedHeld, Release): no worker is woken for it, and the actor is
+// idle when Start returns. It is left only once protoactor has registered the
+// actor's PID (SpawnNamed has returned), so nothing runs before the actor can be
+// sent to; taken late (the start ran on a worker after the caller stopped
+// looking), h refuses it and the run is the dispatcher's. Such a run is bounded
+// to the system messages: whatever else is posted meanwhile is the dispatcher's.
+func (s *Spawner) Spawn(c actor.Context, cfg *Config, name string, h *mailbox.Handoff) (*actor.PID, error) {
+	s.staged, s.hold = *cfg, h != nil
+	defer func() { s.staged, s.hold, s.held = Config{}, false, nil }()
+	pid, err := c.SpawnNamed(s.props, name)
+	if s.held != nil && err == nil {
+		s.held.Release(h)
+	}
+	return pid, err
 }
 
 // jobActor owns one live job: its hooks, its settlement core and its pending waits.

@@ -76,9 +76,10 @@ type Outcome struct {
 // called so only for a ctx that can never end, and otherwise on the registry's
 // worker, so that its caller still returns at its ctx's end. A ReadOutput so
 // declared that blocks holds up its caller past its ctx's end, and the registry
-// with it: leave it false when in doubt. CancelNonBlocking likewise: a Client's
-// kill routed to an idle job actor may run that actor's step, Cancel included, on
-// the killer's goroutine (Kill.Handoff), whatever its ctx.
+// with it: leave it false when in doubt. A Client's kill routed to an idle job
+// actor may run that actor's step, a Cancel so declared included, on the
+// killer's goroutine (Kill.Handoff), but only for a killer whose ctx can never
+// end, which waits for the Cancel's return either way.
 //
 // SettleInline is the producer's promise that it calls OnSettle's settle function
 // from a goroutine that holds no lock (and is inside no call) that its own hooks,

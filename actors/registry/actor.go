@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/actors/owner"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 	"github.com/troupe-rt/troupe/supervision"
@@ -42,6 +43,10 @@ type (
 	startReq struct {
 		spec  job.Spec
 		reply chan<- startRes
+		// handoff, set by a Client's start whose caller runs it (Client.runsProducer),
+		// is where the new job actor's first run is left for that caller
+		// (job.Spawner.Spawn).
+		handoff *mailbox.Handoff
 		byCaller
 	}
 	startRes struct {

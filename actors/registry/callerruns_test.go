@@ -28,7 +28,8 @@ func callerRunsRegistry(t *testing.T) *Client { return testRegistry(t, true) }
 func testRegistry(t *testing.T, callerRuns bool) *Client {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond)) // docs/TESTING.md: goleak and the dead-letter throttle
 	root := scope.NewRoot("global")
 	watch := job.NewWatcher()
 	stopped := make(chan struct{})
@@ -258,4 +259,92 @@ func TestAnUndeclaredBlockingReadReturnsAtTheCtxEnd(t *testing.T) {
 	go func() { <-entered }()
 	_, _, err = c.Read(context.Background(), id, NoCaller)
 	require.NoError(t, err)
+}
+
+// TestAStartRunsItsJobActorsStartedOnItsCaller: with CallerRuns, a Start whose ctx
+// can never end, made while the registry is idle, runs the new job actor's Started
+// (here the producer's OnSettle) on its caller before Start returns
+// (job.Spawner.Spawn's Handoff); a Start whose ctx can end never does (an OnSettle
+// that blocks despite SPEC must not hold a caller that has to return at its ctx's
+// end), nor does any without CallerRuns. Fails with the job actor's mailbox not
+// held (Spawn ignoring its Handoff): every Started is a worker's.
+func TestAStartRunsItsJobActorsStartedOnItsCaller(t *testing.T) {
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, tc := range []struct {
+		callerRuns bool
+		ctx        context.Context
+	}{{true, context.Background()}, {true, cancellable}, {false, context.Background()}} {
+		c := testRegistry(t, tc.callerRuns)
+		runs := tc.callerRuns && tc.ctx.Done() == nil
+		onCaller := 0
+		for range callerRounds {
+			s := &job.Settler{}
+			subscribed := make(chan bool, 1)
+			id, err := c.Start(tc.ctx, job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+				return job.Hooks{Cancel: func(string) error { return nil }, OnSettle: func(settle func(job.Outcome)) {
+					subscribed <- inCall("Start")
+					s.OnSettle(settle)
+				}}, nil
+			}})
+			require.NoError(t, err)
+			in := <-subscribed
+			s.Settle(job.Outcome{Status: job.Completed}) // settled first: a failed round leaves no live job
+			_, err = c.AwaitSettled(context.Background(), id, NoCaller)
+			require.NoError(t, err)
+			if in {
+				require.True(t, runs, "callerRuns %v, ctx can end %v: the Started ran on the caller", tc.callerRuns, tc.ctx.Done() != nil)
+				onCaller++
+			}
+		}
+		if runs {
+			require.Greater(t, onCaller, callerRounds/2, "most Starts of the idle registry run their job actor's Started")
+		}
+	}
+}
+
+// TestAStartWhoseCtxCanEndIsNotHeldByItsJobActorsStarted: with CallerRuns, a
+// Start whose ctx can end returns while its job actor's Started is blocked in the
+// producer's OnSettle (the dispatcher runs that Started, never the caller, which
+// must be able to return at its ctx's end): had the caller been handed that run,
+// it would be held there.
+func TestAStartWhoseCtxCanEndIsNotHeldByItsJobActorsStarted(t *testing.T) {
+	c := testRegistry(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 10 {
+		entered, release := make(chan struct{}), make(chan struct{})
+		s := &job.Settler{}
+		returned := make(chan string, 1)
+		go func() {
+			id, err := c.Start(ctx, job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+				return job.Hooks{Cancel: func(string) error { return nil }, OnSettle: func(settle func(job.Outcome)) {
+					close(entered)
+					<-release // blocks until the Start has returned
+					s.OnSettle(settle)
+				}}, nil
+			}})
+			if err != nil {
+				id = "" // reported below
+			}
+			returned <- id
+		}()
+		<-entered
+		var id string
+		held := false
+		select {
+		case id = <-returned:
+		case <-time.After(10 * time.Second): // a bound, not a wait: a Start returns in µs
+			held = true
+		}
+		close(release)
+		if held {
+			id = <-returned // released: the Start returns, and the job is settled below
+		}
+		require.NotEmpty(t, id, "the Start failed")
+		s.Settle(job.Outcome{Status: job.Completed})
+		_, err := c.AwaitSettled(context.Background(), id, NoCaller)
+		require.NoError(t, err)
+		require.False(t, held, "the Start was held by its job actor's blocked Started")
+	}
 }

@@ -32,7 +32,10 @@ import (
 // never blocks, so the caller waits no longer than it would for the reply. A Start,
 // whose step calls the producer's Run, is run so only for a ctx that can never end
 // (runsProducer): a misbehaving producer's blocking hook must not keep a caller
-// whose ctx ended from returning. A Read whose ctx can end is run so unless its
+// whose ctx ended from returning; that caller also runs the new job actor's
+// Started (an OnSettle producer's: the subscription) once its send returns, so
+// the actor is idle when Start returns (job.Spawner.Spawn). A Read
+// whose ctx can end is run so unless its
 // answer would call a ReadOutput not declared non-blocking (job.Hooks.ReadNonBlocking),
 // which the registry, knowing the job, hands to its worker (registryActor.handOff).
 type Client struct {
@@ -105,7 +108,8 @@ func await[T any](ctx context.Context, c *Client, ch <-chan T) (T, error) {
 }
 
 // runsProducer reports whether a request whose handler calls a producer's hook
-// (a start's Run) may be run by its caller: only when
+// (a start's Run, its job actor's Started's OnSettle; a kill's Cancel on the
+// job actor, Kill.Handoff) may be run by its caller: only when
 // the registry lets callers run requests (Config.CallerRuns) and ctx can never end.
 // Those hooks never block (SPEC §1.3 rule 9), but a misbehaving producer's may, and
 // a caller whose ctx can end must still return at that end (job/aborted) while the
@@ -155,10 +159,24 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 		call = &startCall{req: startReq{reply: reply, byCaller: c.runs}, reply: reply}
 	}
 	call.req.spec = spec
-	// The start runs the producer's Run: only a caller with no ctx to honour runs it
-	// (see runsProducer).
+	// The start runs the producer's Run, and its job actor's Started the producer's
+	// OnSettle: only a caller with no ctx to honour runs them (see runsProducer).
 	call.req.byCaller = c.runsProducer(ctx)
+	call.req.handoff = nil
+	if call.req.byCaller {
+		call.handoff.Reset()
+		call.req.handoff = &call.handoff
+	}
+	h := call.req.handoff
 	c.root.Send(c.pid, &call.req)
+	if h != nil {
+		if run := h.Take(); run != nil {
+			// The start spawned the job actor and left its first run (its Started)
+			// here: this goroutine makes it (job.Spawner.Spawn), so the actor is idle
+			// when Start returns.
+			run()
+		}
+	}
 	res, err := await(ctx, c, call.reply)
 	if err != nil {
 		// The registry may still answer (or read the request): the call is dropped.
@@ -180,8 +198,9 @@ func (c *Client) Start(ctx context.Context, spec job.Spec) (string, error) {
 // synctest bubble is used only with the system made in that bubble (whose actors
 // are the only ones that can send on it), never by another system's Start.
 type startCall struct {
-	req   startReq
-	reply chan startRes
+	req     startReq
+	reply   chan startRes
+	handoff mailbox.Handoff // the new job actor's first run left for this caller (startReq.handoff)
 }
 
 // Get returns a non-consuming snapshot of a job visible to caller (AsAgent, or

@@ -44,7 +44,8 @@ func newChainRig(t *testing.T, callerRuns bool) *chainRig {
 	t.Helper()
 	r := &chainRig{done: make(chan bool, 64), doneInSettle: make(chan bool, 64)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond)) // docs/TESTING.md: goleak and the dead-letter throttle
 	r.system = system
 	inspector, _ := system.ProcessRegistry.Add(noteProcess{r}, "inspector")
 	root := scope.NewRoot("global")
@@ -184,4 +185,29 @@ func TestASettleInlineProducerRunsTheSettlementOnItsGoroutine(t *testing.T) {
 			require.Greater(t, onSettler, callerRounds/2, "most settlements of an idle job run on the settler")
 		}
 	}
+}
+
+// TestASettlementRightAfterItsStartRunsOnTheSettler: with CallerRuns, a job
+// started with a ctx that can never end is idle when Start returns (its Started
+// ran on the caller), so a SettleInline producer that settles at once runs the
+// settlement on its own goroutine — the case of BenchmarkNoticeLatency, with no
+// wait for the job actor's first run in between (chainRig.start waits). Fails
+// with the Started left to a worker: the settle finds it queued or not yet
+// subscribed, and the settlement is a worker's.
+func TestASettlementRightAfterItsStartRunsOnTheSettler(t *testing.T) {
+	r := newChainRig(t, true)
+	onSettler := 0
+	for range callerRounds {
+		s := &job.Settler{}
+		_, err := r.c.Start(context.Background(), job.Spec{Kind: "bash", Label: "x", Run: func() (job.Hooks, error) {
+			return job.Hooks{OnSettle: s.OnSettle, SettleInline: true, Cancel: func(string) error { return nil }}, nil
+		}})
+		require.NoError(t, err)
+		settleNow(s, job.Outcome{Status: job.Completed})
+		<-r.done
+		if <-r.doneInSettle {
+			onSettler++
+		}
+	}
+	require.Greater(t, onSettler, callerRounds/2, "most settlements right after their start run on the settler")
 }

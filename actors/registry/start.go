@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-rt/troupe/actors/job"
 	"github.com/troupe-rt/troupe/internal/fault"
+	"github.com/troupe-rt/troupe/internal/mailbox"
 	"github.com/troupe-rt/troupe/messages"
 	"github.com/troupe-rt/troupe/scope"
 )
@@ -28,12 +29,12 @@ func (r *registryActor) startReq(c actor.Context, m *startReq) {
 				"the job registry failed while starting the job; nothing was started (the registry goes on)")}
 		}
 	}()
-	id, err := r.start(c, m.spec)
+	id, err := r.start(c, m.spec, m.handoff)
 	answered = true
 	m.reply <- startRes{id: id, err: err, free: true}
 }
 
-func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
+func (r *registryActor) start(c actor.Context, spec job.Spec, h *mailbox.Handoff) (string, error) {
 	if r.refusing {
 		return "", &messages.Error{Code: messages.CodeStopped, Message: TextShuttingDown}
 	}
@@ -163,7 +164,17 @@ func (r *registryActor) start(c actor.Context, spec job.Spec) (string, error) {
 			SettleTimeout: r.cfg.SettleTimeout, AfterFunc: r.cfg.AfterFunc, Runners: r.runners, Root: c.ActorSystem().Root,
 			CallerRuns: r.cfg.CallerRuns}
 	}
-	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id)
+	// With h, the job actor's Started is left for the start's caller (Client.Start):
+	// an OnSettle producer's only, which that run subscribes, so that the actor is
+	// idle when Start returns and a settle or a kill then runs on its sender. A Done
+	// channel's Started gains nothing from it (an outcome found ready is a worker's
+	// run anyway, else the channel's watcher's delivery is): it is the dispatcher's,
+	// which runs it while the caller finishes (BenchmarkLifecycleOwned was slower
+	// with the caller running it first).
+	if hooks.OnSettle == nil {
+		h = nil
+	}
+	pid, err := r.spawner.Spawn(c, &job.Config{Meta: &rec.Meta, Hooks: hooks, Shared: r.shared}, id, h)
 	if err != nil {
 		// Ids are never reused by one registry, so the name is free; this is a bug.
 		panic(fmt.Sprintf("jobs: spawning job actor %s: %v", id, err))

@@ -147,3 +147,68 @@ func TestHandoffLeavesTheRunForItsSender(t *testing.T) {
 	h2.Take()()
 	require.Equal(t, []any{&later{"again", h2}}, inv.got)
 }
+
+// TestAHeldLinkedLeavesItsFirstRunForItsHolder: a held mailbox (NewLinkedHeld)
+// takes messages but schedules nothing — a BySender message posted to it is not
+// run on its sender — until Release: released into an open Handoff, its first run
+// is the taker's, bounded to the system messages (the actor's Started) and a
+// PoisonPill at the head, and the user messages posted meanwhile are the
+// dispatcher's, in order; released into a taken Handoff, or none, the run is the
+// dispatcher's. Fails with a held mailbox that schedules (a dispatcher run at the
+// first post), and with Release's run handling user messages (another poster's
+// message on the holder).
+func TestAHeldLinkedLeavesItsFirstRunForItsHolder(t *testing.T) {
+	held := func() (*Linked, *hookInvoker, *heldDispatcher) {
+		inv, d := &hookInvoker{}, &heldDispatcher{}
+		m := NewLinkedHeld()
+		m.RegisterHandlers(inv, d)
+		return m, inv, d
+	}
+	m, inv, d := held()
+	m.PostSystemMessage(&actor.Started{})
+	poison := &actor.PoisonPill{}
+	inv.onUser = func(msg any) {
+		if msg == poison {
+			m.PostSystemMessage(&actor.Stop{}) // the stop the poison asks for
+		}
+	}
+	m.PostUserMessage(poison)
+	require.Empty(t, d.runs, "held: no run for the dispatcher")
+	require.Empty(t, inv.got)
+	h := &Handoff{}
+	m.Release(h)
+	require.Empty(t, d.runs, "the first run is the holder's")
+	run := h.Take()
+	require.NotNil(t, run)
+	run()
+	require.Equal(t, []any{&actor.Started{}, poison, &actor.Stop{}}, inv.got, "the system messages and the head PoisonPill")
+	require.Empty(t, d.runs)
+
+	m, inv, d = held()
+	m.PostSystemMessage(&actor.Started{})
+	m.PostUserMessage(now("settle")) // a producer's settle while held: queued
+	require.Empty(t, inv.got, "a held mailbox is not idle: nothing on the sender")
+	h = &Handoff{}
+	m.Release(h)
+	inv.onUser = func(any) { t.Fatal("a user message ran on the holder") }
+	h.Take()()
+	require.Equal(t, []any{&actor.Started{}}, inv.got)
+	require.Len(t, d.runs, 1, "what was posted meanwhile is the dispatcher's")
+	inv.onUser = nil
+	d.runAll()
+	require.Equal(t, []any{&actor.Started{}, now("settle")}, inv.got)
+
+	for _, h := range []*Handoff{nil, {}} {
+		m, inv, d = held()
+		m.PostSystemMessage(&actor.Started{})
+		if h != nil {
+			require.Nil(t, h.Take(), "nothing offered yet")
+		}
+		m.Release(h)
+		require.Len(t, d.runs, 1, "no taker: the run is the dispatcher's")
+		d.runAll()
+		require.Equal(t, []any{&actor.Started{}}, inv.got)
+		m.PostUserMessage(now("idle"))
+		require.Equal(t, []any{&actor.Started{}, now("idle")}, inv.got, "released: idle, a BySender message runs on its sender")
+	}
+}

@@ -21,6 +21,28 @@ import (
 // instances and get few messages each. No middlewares: its actors have none.
 func NewLinked() actor.Mailbox { return &Linked{} }
 
+// NewLinkedHeld returns a Linked mailbox that is held: it takes messages from the
+// start, but hands no run to the dispatcher until Release gives its first run to
+// its holder (or to the dispatcher). A job actor spawned by a Client's start on a
+// caller whose ctx can never end has one (job.Spawner.Spawn given a Handoff): the
+// Started that protoactor posts at the spawn, once the actor's PID is registered,
+// waits for the start's caller, which runs it after its send returns instead of
+// waking a worker for it; the job actor is then idle, so a producer that settles
+// at once runs the settlement on its own goroutine (BySender).
+func NewLinkedHeld() *Linked {
+	m := &Linked{}
+	m.status.Store(linkedRunning) // claimed: every poster finds a run scheduled
+	return m
+}
+
+// Release ends the hold of a mailbox made by NewLinkedHeld (once, after the
+// spawn): its first run is left in h for h's taker, or handed to the dispatcher
+// when h is nil or already taken. That run is bounded as a BySender one with no
+// message of its own: the system messages (the actor's Started, and any posted
+// before or during the run) and a PoisonPill at the head of the queue; a user
+// message, whoever posted it, is the dispatcher's, as the rest of the run.
+func (m *Linked) Release(h *Handoff) { m.give(nil, false, h) }
+
 // Linked is the mailbox NewLinked makes. Any goroutine posts; one run at a time
 // (status) pops and invokes, on the dispatcher.
 type Linked struct {
@@ -97,9 +119,11 @@ type BySender interface {
 }
 
 // Handoff is where an idle Linked mailbox leaves the bounded run of a BySender
-// message for its sender to take (Take) after its send returns. Its zero value
-// is open. Take closes it: a run offered later (the message routed on a worker
-// after the sender stopped looking) is refused, and goes to the dispatcher.
+// message for its sender to take (Take) after its send returns, and where a held
+// one (NewLinkedHeld) leaves its first run for its spawn's requester (Release).
+// Its zero value is open. Take closes it: a run offered later (the message routed
+// on a worker after the sender stopped looking) is refused, and goes to the
+// dispatcher.
 type Handoff struct{ run atomic.Pointer[linkedRun] }
 
 // closedHandoff marks a taken Handoff.
@@ -126,12 +150,19 @@ func (m *Linked) offer(own any, now bool, h *Handoff) {
 	if !m.status.CompareAndSwap(linkedIdle, linkedRunning) {
 		return // a run is scheduled or running: it takes own up
 	}
+	m.give(own, now, h)
+}
+
+// give hands the bounded run of own (nil: no message of its own, Release) of the
+// claimed mailbox to its sender: now, or through h; a refusal (h nil or taken)
+// leaves the run to the dispatcher.
+func (m *Linked) give(own any, now bool, h *Handoff) {
 	r := linkedRuns.Get().(*linkedRun)
 	r.m, r.own = m, own
 	switch {
 	case now:
 		r.runBounded()
-	case h.run.CompareAndSwap(nil, r):
+	case h != nil && h.run.CompareAndSwap(nil, r):
 	default:
 		r.m, r.own = nil, nil
 		linkedRuns.Put(r)
@@ -180,7 +211,7 @@ func (m *Linked) schedule() {
 // time of one schedule.
 type linkedRun struct {
 	m       *Linked
-	own     any    // the bounded run's sender's message (BySender), nil for a dispatched run
+	own     any    // the bounded run's sender's message (BySender); nil for a dispatched run, and for a held mailbox's first (Release)
 	fn      func() // run, as a value (made once per linkedRun)
 	bounded func() // runBounded, as a value (made once per linkedRun)
 }
@@ -204,13 +235,14 @@ func (r *linkedRun) run() {
 	m.processMessages()
 }
 
-// runBounded is the bounded run of r.own's sender (BySender); r goes back to the
-// pool first. The rest of the run, if anything waits, is the dispatcher's.
+// runBounded is the bounded run of r.own's sender (BySender), or of a held
+// mailbox's holder (Release, r.own nil); r goes back to the pool first. The rest
+// of the run, if anything waits, is the dispatcher's.
 func (r *linkedRun) runBounded() {
 	m, own := r.m, r.own
 	r.m, r.own = nil, nil
 	linkedRuns.Put(r)
-	m.run(own)
+	m.run(own, true)
 	m.status.Store(linkedIdle)
 	if m.sysN.Load() == 0 && (m.suspended.Load() || m.userN.Load() == 0) {
 		return
@@ -235,7 +267,7 @@ func (m *Linked) system(msg any) {
 // after its last pop (the poster saw it running and did not schedule).
 func (m *Linked) processMessages() {
 	for {
-		m.run(nil)
+		m.run(nil, false)
 		m.status.Store(linkedIdle)
 		sys, user := m.sysN.Load(), m.userN.Load()
 		if sys == 0 && (m.suspended.Load() || user == 0) {
@@ -251,10 +283,11 @@ func (m *Linked) processMessages() {
 // yielding the goroutine after each throughput's worth. A panic in a handler is
 // escalated (protoactor's supervision of the job actor) with the message it came from.
 //
-// Given own (a BySender message), run is bounded to it: it handles own only if own
-// is the first message waiting and no system message waits, and after own only the
-// system messages and a head PoisonPill posted meanwhile; the rest is the dispatcher's.
-func (m *Linked) run(own any) {
+// A bounded run (a sender's: BySender, Release) handles, given own (a BySender
+// message), own only if own is the first message waiting and no system message
+// waits, and after own (or with none) only the system messages and a head
+// PoisonPill; the rest is the dispatcher's.
+func (m *Linked) run(own any, bounded bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
@@ -284,7 +317,7 @@ func (m *Linked) run(own any) {
 		if m.suspended.Load() {
 			return
 		}
-		if own != nil {
+		if bounded {
 			if _, ok := m.user.peek().(*actor.PoisonPill); !ok {
 				return
 			}

@@ -5,7 +5,8 @@
 // sender when the mailbox is idle. Linked (linked.go) is for the many mostly idle
 // ones, the job actors, the other owner actors and Activations: smallest when idle
 // (80 B, no node held), a node per message, never running an Inline message on its
-// sender (its own BySender messages are: a job actor's settle and kill).
+// sender (its own BySender messages are: a job actor's settle and kill; and a
+// held one's first run, a job actor's Started, is its start's caller's).
 //
 // It keeps protoactor's default mailbox contract (actor.Mailbox): system messages
 // before user messages, each queue FIFO, one run at a time on the dispatcher, at

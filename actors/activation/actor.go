@@ -141,26 +141,26 @@ var (
 // carry is what an Activation keeps across supervisor restarts of its actor: the
 // incarnation of the child agent and what this epoch has announced. Everything else
 // is restored from the store. Only the actor (one instance at a time) touches it.
+// It holds no copy of the child id (its agent's session, childID) and no set of
+// owned children (the core's, which a reincarnation keeps): a directory entry,
+// which embeds the carry, fits the 176 B size class (TestEntryFitsItsSizeClass).
 type carry struct {
-	id     string
 	label  string
-	agent  *owner.Agent
+	agent  *owner.Agent // the child's own agent: its session is the child id
 	parent *owner.Agent // the parent incarnation that materialized it (event scope)
 	// up is the carry of the parent's own Activation, if the parent is a continuable
 	// child resident at materialization (nil: it is not): the live ancestors then
 	// are parent, up.parent, up.up.parent… (hasAncestor). A pointer, not a copy of
 	// their PIDs: 8 B, and nothing allocated.
 	up    *carry
-	owned map[string]bool // mirrors the core's owned children (nil: none yet)
-	runID string          // the subagent/start event's run id, once announced
-	final []session.Block // the last turn's output
-	stop  interned        // the last turn's stop reason (one of a few: interned, so an entry fits 224 B)
-	// The session header's identity, as the directory read it before the spawn
-	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
-	// reads the same): the parent of record and its namespace, the depth, the cwd.
-	parentSes  string
-	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 224 B
-	cwd        interned // the children of one parent share their cwd: one copy for all
+	runID string           // the subagent/start event's run id, once announced
+	final []session.Block  // the last turn's output
+	stop  interned[string] // the last turn's stop reason (one of a few: interned)
+	// rec is the session header's identity as the directory read it before the
+	// spawn (a restore reads the same): its parent of record, that parent's
+	// namespace and the cwd — interned together, since the children of one parent
+	// share all three (one copy, and 8 B here instead of 32).
+	rec interned[parentage]
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
 	// submit marked pre; nil once answered. A restarted incarnation's restore
@@ -178,11 +178,25 @@ type carry struct {
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
-	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 224 B)
+	depth    int32 // the header's DelegationDepth (32 bits: 4 B, beside the flags)
 	announce bool  // some delivery was accepted in this epoch
 	opened   bool  // this epoch opened a turn
 	started  bool  // the first incarnation has started
 }
+
+// parentage is the part of a session header that the children of one parent
+// share: the parent of record (ParentSession), the namespace it speaks in
+// (ParentKind, "" or session.ParentSubagent) and the working directory (Cwd).
+type parentage struct{ parentSes, parentKind, cwd string }
+
+// childID is the child's session id: its own agent's session (newChildAgent
+// makes the agent of child id with session id).
+func (c *carry) childID() string { return c.agent.Session() }
+
+// parentSes, parentKind and cwd read the header's identity (rec).
+func (c *carry) parentSes() string  { return c.rec.get().parentSes }
+func (c *carry) parentKind() string { return c.rec.get().parentKind }
+func (c *carry) cwd() string        { return c.rec.get().cwd }
 
 // hasAncestor reports whether pid (a PID Id) is one of c's live ancestors at its
 // materialization: its parent, its parent's parent if that one is a continuable
@@ -221,41 +235,45 @@ type activationActor struct {
 	token uint64
 
 	retired *messages.Error // non-nil once retiring: every request is answered with it
-	base    int32           // see hist (32 bits: the Activation fits 224 B)
+	base    int32           // see hist (32 bits: the Activation fits 192 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
-	// held is carry.pre for the first incarnation, kept out of its restore until
-	// the submit marked pre has been answered (case 146: the caller hears of
-	// acceptance before the turn can start).
-	held *session.InboxMessage
+	// held says that carry.pre is the first incarnation's to queue, kept out of
+	// its restore until the submit marked pre has been answered (case 146: the
+	// caller hears of acceptance before the turn can start). A flag, not a second
+	// pointer to the message: the carry has it.
+	held bool
 }
 
 // headerRest is the part of session.Header an Activation keeps besides the
-// carry's copy of its identity (parent of record, depth, cwd) and its epoch.
+// carry's copy of its identity (parent of record, depth, cwd), its origin (in
+// turnDesc's names) and its epoch.
 type headerRest struct {
-	origin     interned // "subagent", for every child this directory started
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 224 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 192 B)
 	version    int32
 }
 
-// interned is a string most Activations share (an origin, a provider, a model):
-// one copy for all (unique.Make), and 8 B each instead of 16. The zero interned
-// is "".
-type interned unique.Handle[string]
+// interned is a value most Activations share (a stop reason; a header's origin
+// with a descriptor's provider and model names; the parent of record with its
+// namespace and cwd): one copy for all (unique.Make), and 8 B each. The zero
+// interned reads as T's zero value.
+type interned[T comparable] struct{ h unique.Handle[T] }
 
-func intern(s string) interned { return interned(unique.Make(s)) }
+func intern[T comparable](v T) interned[T] { return interned[T]{unique.Make(v)} }
 
-func (n interned) String() string {
-	if n == (interned{}) {
-		return ""
+func (n interned[T]) get() T {
+	if n.h == (unique.Handle[T]{}) {
+		var zero T
+		return zero
 	}
-	return unique.Handle[string](n).Value()
+	return n.h.Value()
 }
 
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
-	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind.String(),
-		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd.String(),
+	rec, names := a.c.rec.get(), a.desc.names.get()
+	return session.Header{ID: a.c.childID(), ParentSession: rec.parentSes, ParentKind: rec.parentKind,
+		Origin: names.origin, DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: rec.cwd,
 		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
@@ -263,11 +281,14 @@ func (a *activationActor) header() session.Header {
 // events read (not its version, mode, label or cluster record: an idle resident
 // Activation holds only what it uses).
 type turnDesc struct {
-	provider      interned
-	agentProvider interned
-	agentModel    interned
-	more          *turnMore // nil: neither a persona nor a tool filter
+	names interned[descNames]
+	more  *turnMore // nil: neither a persona nor a tool filter
 }
+
+// descNames are the names most Activations share: the header's origin
+// ("subagent", for every child this directory started) and the descriptor's
+// provider and agent options. Interned together: 8 B for the four, not 32.
+type descNames struct{ origin, provider, agentProvider, agentModel string }
 
 // turnMore is what few descriptors have, held apart so that the rest do not pay
 // for it.
@@ -276,10 +297,11 @@ type turnMore struct {
 	ToolFilter *subagent.ToolFilter
 }
 
-// turnDescOf keeps d's turn fields; a descriptor that did not parse keeps what
-// ParseDescriptor returned with its error (nothing, for a malformed one).
-func turnDescOf(d Descriptor, _ error) turnDesc {
-	t := turnDesc{provider: intern(d.Provider), agentProvider: intern(d.AgentProvider), agentModel: intern(d.AgentModel)}
+// turnDescOf keeps d's turn fields and the header's origin; a descriptor that
+// did not parse keeps what ParseDescriptor returned with its error (nothing, for a
+// malformed one).
+func turnDescOf(origin string, d Descriptor) turnDesc {
+	t := turnDesc{names: intern(descNames{origin: origin, provider: d.Provider, agentProvider: d.AgentProvider, agentModel: d.AgentModel})}
 	if d.Persona != "" || d.ToolFilter != nil {
 		t.more = &turnMore{Persona: d.Persona, ToolFilter: d.ToolFilter}
 	}
@@ -327,12 +349,15 @@ func (a *activationActor) Receive(c actor.Context) {
 
 // reincarnate resets a crashed Activation in place, as a new incarnation of its
 // actor: its cut-off turn is cancelled (the directory has cancelled it already),
-// everything but its carry is dropped, and it restores from the store with a new
-// epoch (start), holding turns until the crashed turn has returned. A panic in
-// start leaves crashed set, and the next resume reincarnates it again.
+// everything but its carry and the children it owns is dropped, and it restores
+// from the store with a new epoch (start), holding turns until the crashed turn
+// has returned. A panic in start leaves crashed set, and the next resume
+// reincarnates it again — still owning its children: the set is kept as it is
+// (the core's own map, which ownChild and dropChild change in one step each), not
+// rebuilt by start, so no crash in between can lose it.
 func (a *activationActor) reincarnate(c actor.Context) {
 	a.stopTurn(&Cancel{Kind: "parent"})
-	*a = activationActor{m: a.m, c: a.c, crashed: true}
+	*a = activationActor{m: a.m, c: a.c, crashed: true, core: a.core.owning()}
 	a.start(c)
 }
 
@@ -353,16 +378,11 @@ func (a *activationActor) receive(c actor.Context) {
 	case *inboxIn:
 		a.inbox(c, m)
 	case *statusReq:
-		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
+		c.Respond(Status{ID: a.c.childID(), Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
-		if a.c.owned == nil {
-			a.c.owned = map[string]bool{}
-		}
-		a.c.owned[m.id] = true
 	case *dropChild:
-		delete(a.c.owned, m.id)
 		a.apply(c, a.core.Release(m.id))
 	case *turnEnded:
 		a.turnEnded(c, m)
@@ -371,7 +391,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *beginDispose:
 		fault.Yield(PointActivationDispose)
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
-			c.Send(c.Parent(), &refused{id: a.c.id}) // it took work since it proposed settling
+			c.Send(c.Parent(), &refused{id: a.c.childID()}) // it took work since it proposed settling
 			return
 		}
 		if m.keep {
@@ -397,7 +417,7 @@ func (a *activationActor) receive(c actor.Context) {
 // and their callers would wait forever.
 func (a *activationActor) retire(c actor.Context, cause error) {
 	a.retired = messages.Errorf(CodeActivationFailed,
-		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.id, cause)
+		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.childID(), cause)
 	c.Send(c.Parent(), &retire{pid: c.Self()})
 }
 
@@ -442,16 +462,17 @@ func (a *activationActor) start(c actor.Context) {
 			}
 		}
 		var err error
-		if res, err = a.m.deps.Store.Resume(context.Background(), a.c.id); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
+		if res, err = a.m.deps.Store.Resume(context.Background(), a.c.childID()); err != nil {
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.childID(), err.Error()))
 			a.retire(c, err)
 			return
 		}
 	}
 	a.c.started = true
 	h := res.Header
-	a.born, a.epoch = headerRest{origin: intern(h.Origin), seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
-	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
+	a.born, a.epoch = headerRest{seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
+	d, _ := ParseDescriptor(res.Descriptor)
+	a.desc = turnDescOf(h.Origin, d)
 	a.base, a.baseSeq, a.hist, a.state = int32(res.Messages), res.LogSeq, nil, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
@@ -459,17 +480,13 @@ func (a *activationActor) start(c actor.Context) {
 			toRun = append([]session.InboxMessage{m}, toRun...)
 			continue
 		}
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch,
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.childID(), err.Error()))
 		}
 		a.c.opened, a.c.final, a.c.stop = true, nil, intern(subagent.StopAborted)
 	}
-	owned := make([]string, 0, len(a.c.owned))
-	for id := range a.c.owned {
-		owned = append(owned, id)
-	}
-	a.apply(c, a.core.Restore(toRun, owned))
+	a.apply(c, a.core.Restore(toRun, nil)) // a reincarnation's core still owns its children
 }
 
 // history is the turn's Turn.History: in memory once loaded, else read from the
@@ -480,7 +497,7 @@ func (a *activationActor) history(c actor.Context) subagent.History {
 	if a.base == 0 {
 		return subagent.HistoryOf(slices.Clip(a.hist))
 	}
-	store, id, base, seq, tail := a.m.deps.Store, a.c.id, int(a.base), a.baseSeq, slices.Clip(a.hist)
+	store, id, base, seq, tail := a.m.deps.Store, a.c.childID(), int(a.base), a.baseSeq, slices.Clip(a.hist)
 	root, self := c.ActorSystem().Root, c.Self()
 	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
 		entries, err := store.History(ctx, id, seq)
@@ -517,9 +534,9 @@ func fromBlocks(bs []subagent.Block) []session.Block {
 // apply carries out a core effect.
 func (a *activationActor) apply(c actor.Context, eff Effect) {
 	for _, d := range eff.Discarded {
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch,
 			session.Entry{Kind: session.EntryDiscarded, InboxID: d.ID}); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a discarded message failed: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a discarded message failed: %s", a.c.childID(), err.Error()))
 		}
 	}
 	if eff.CancelTurn {
@@ -529,7 +546,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 		a.runTurn(c, *eff.StartTurn)
 	}
 	if eff.Settle {
-		c.Send(c.Parent(), &settled{id: a.c.id})
+		c.Send(c.Parent(), &settled{id: a.c.childID()})
 	}
 	if eff.Finish {
 		a.finish(c)
@@ -558,9 +575,9 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 		input.Content = append(input.Content, subagent.Block{Type: b.Type, Text: b.Text})
 	}
 	if in.ID == "" || in.ID != a.c.recorded {
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, turnStart(in)...); err != nil {
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, turnStart(in)...); err != nil {
 			// A stale epoch: another activation owns the session now. Stop appending.
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.childID(), err.Error()))
 			a.retire(c, err)
 			return
 		}
@@ -569,11 +586,12 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
 	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
-	turn := subagent.Turn{Session: a.c.id, Depth: int(a.c.depth),
+	names := a.desc.names.get()
+	turn := subagent.Turn{Session: a.c.childID(), Depth: int(a.c.depth),
 		History: a.history(c), Input: input,
 		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
-		Provider: a.desc.provider.String(), Cwd: a.c.cwd.String(), State: a.state}
-	if p, m := a.desc.agentProvider.String(), a.desc.agentModel.String(); p != "" || m != "" {
+		Provider: names.provider, Cwd: a.c.cwd(), State: a.state}
+	if p, m := names.agentProvider, names.agentModel; p != "" || m != "" {
 		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
 	a.hist = append(a.hist, input)
@@ -608,8 +626,8 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		entries = append(entries, session.Entry{Kind: session.EntryProviderState, State: m.state})
 		a.state = m.state
 	}
-	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, entries...); err != nil {
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
+	if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, entries...); err != nil {
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.childID(), err.Error()))
 	}
 	a.hist = append(a.hist, m.produced...)
 	a.c.final, a.c.stop = fromBlocks(m.res.Output), intern(m.res.StopReason)
@@ -624,7 +642,7 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 // A runner that is a subagent.SessionReleaser releases the session first, once per
 // epoch (no turn runs any more); its failure is logged and joins the dispose's.
 func (a *activationActor) finish(c actor.Context) {
-	root, self, agent, id := c.ActorSystem().Root, c.Self(), a.c.agent, a.c.id
+	root, self, agent, id := c.ActorSystem().Root, c.Self(), a.c.agent, a.c.childID()
 	rel, _ := a.m.deps.Runner.(subagent.SessionReleaser)
 	logger := a.m.logger
 	go func() {
@@ -641,20 +659,20 @@ func (a *activationActor) finish(c actor.Context) {
 // disposed is the activation's last word to the directory: the settlement notice
 // (nil unless some delivery was accepted in this epoch) and the end event's data.
 func (a *activationActor) disposed(err error) *disposed {
-	stop := a.c.stop.String()
+	stop := a.c.stop.get()
 	if stop == "" {
 		stop = subagent.StopAborted // it never finished a turn in this epoch
 	}
-	d := &disposed{id: a.c.id, err: err, runID: a.c.runID, provider: a.desc.provider.String(), stop: stop}
+	d := &disposed{id: a.c.childID(), err: err, runID: a.c.runID, provider: a.desc.names.get().provider, stop: stop}
 	for _, b := range a.c.final {
 		d.last += b.Text
 	}
 	if !a.c.announce {
 		return d
 	}
-	summary := SummaryLine(a.c.id, stop)
-	msg := owner.Message{ID: "settled-" + a.c.id + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
-		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.c.id}}
+	summary := SummaryLine(a.c.childID(), stop)
+	msg := owner.Message{ID: "settled-" + a.c.childID() + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
+		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.c.childID()}}
 	if a.c.opened && len(a.c.final) > 0 {
 		msg.More = append(msg.More, "Its closing message:")
 		for _, b := range a.c.final {

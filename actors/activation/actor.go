@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -85,11 +86,13 @@ type (
 		state    json.RawMessage // the turn runner's TurnResult.State (nil: none)
 	}
 	agentGone struct{ err error }
-	// historyLoaded is the part of the history a turn runner read from the store
-	// (the first n messages, up to log seq seq), for the actor to keep.
+	// historyLoaded is the part of the history the runner of turn token read from
+	// the store (its first len(msgs) messages), and that turn's input, for the
+	// actor to keep.
 	historyLoaded struct {
-		seq  uint64
-		msgs []subagent.Message
+		token uint64
+		msgs  []subagent.Message
+		input subagent.Message
 	}
 	// retire asks the directory to stop an Activation that can no longer run its
 	// session (its epoch was fenced, or its restore failed). The directory holds new
@@ -222,14 +225,17 @@ type activationActor struct {
 	// carry's, its epoch is epoch): what Status reports of it.
 	born headerRest
 	desc turnDesc
-	// The model history. While base > 0 its first base messages are in the store
-	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
-	// holds the messages after them; once a runner has read them (historyLoaded)
-	// base is 0 and hist is the whole history.
-	baseSeq uint64
-	hist    []subagent.Message
-	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
-	core    Core            // by value: one allocation fewer per Activation
+	// The model history. Its first base messages are in the store only (the
+	// log's first base EntryMessage entries, read on demand: subagent.LazyHistory)
+	// and hist holds the messages after them. Until keep is set — a runner has read
+	// the history (historyLoaded: base is 0 from then on and hist is the whole
+	// history), or the store missed some of it — hist is empty: each message is
+	// counted in base once the store has it (a turn's input at its start, its
+	// output at its end), so an Activation holds no copy of a history its runner
+	// never read.
+	hist  []subagent.Message
+	state json.RawMessage // the latest provider/state entry (subagent.Turn.State)
+	core  Core            // by value: one allocation fewer per Activation
 	// token is the running turn's (0: none; stale ends are ignored); the turn's
 	// cancel is the carry's while it runs.
 	token uint64
@@ -237,6 +243,7 @@ type activationActor struct {
 	retired *messages.Error // non-nil once retiring: every request is answered with it
 	base    int32           // see hist (32 bits: the Activation fits 192 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
+	keep    bool            // hist may hold messages: a runner read the history, or the store missed some (see hist)
 	// held says that carry.pre is the first incarnation's to queue, kept out of
 	// its restore until the submit marked pre has been answered (case 146: the
 	// caller hears of acceptance before the turn can start). A flag, not a second
@@ -402,10 +409,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *agentGone:
 		c.Send(c.Parent(), a.disposed(m.err))
 	case *historyLoaded:
-		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == int(a.base) {
-			a.hist = append(m.msgs, a.hist...)
-			a.base, a.baseSeq = 0, 0
-		}
+		a.loaded(m)
 	case *actor.Stopping:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	}
@@ -473,11 +477,15 @@ func (a *activationActor) start(c actor.Context) {
 	a.born, a.epoch = headerRest{seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
 	d, _ := ParseDescriptor(res.Descriptor)
 	a.desc = turnDescOf(h.Origin, d)
-	a.base, a.baseSeq, a.hist, a.state = int32(res.Messages), res.LogSeq, nil, res.State
+	a.base, a.hist, a.keep, a.state = int32(res.Messages), nil, false, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
 		if m.ID == a.c.recorded { // its turn start is logged, but the turn never ran
 			toRun = append([]session.InboxMessage{m}, toRun...)
+			// Its input, logged with its turn start, is the log's last message: not
+			// its turn's history (runTurn counts it, as the first incarnation did,
+			// whose restore was as of before it).
+			a.base--
 			continue
 		}
 		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch,
@@ -489,30 +497,51 @@ func (a *activationActor) start(c actor.Context) {
 	a.apply(c, a.core.Restore(toRun, nil)) // a reincarnation's core still owns its children
 }
 
-// history is the turn's Turn.History: in memory once loaded, else read from the
-// store on demand (the log up to baseSeq) and followed by the messages held in
-// memory; a read is sent back to the actor (historyLoaded), which keeps it, so
-// it is read at most once per incarnation while runners keep asking.
-func (a *activationActor) history(c actor.Context) subagent.History {
+// history is the Turn.History of the turn token whose input is input (not
+// counted yet): in memory once loaded, else read from the store on demand (the
+// log's first base messages: the log is append-only, and what it holds after
+// them — this turn's input, later turns — is left out) and followed by the
+// messages held in memory; a read is sent back to the actor (historyLoaded),
+// which keeps it, so it is read at most once per incarnation while runners keep
+// asking.
+func (a *activationActor) history(c actor.Context, token uint64, input subagent.Message) subagent.History {
 	if a.base == 0 {
 		return subagent.HistoryOf(slices.Clip(a.hist))
 	}
-	store, id, base, seq, tail := a.m.deps.Store, a.c.childID(), int(a.base), a.baseSeq, slices.Clip(a.hist)
+	store, id, base, tail := a.m.deps.Store, a.c.childID(), int(a.base), slices.Clip(a.hist)
 	root, self := c.ActorSystem().Root, c.Self()
 	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
-		entries, err := store.History(ctx, id, seq)
+		entries, err := store.History(ctx, id, math.MaxUint64)
 		if err != nil {
 			return nil, err
 		}
-		msgs := make([]subagent.Message, len(entries), len(entries)+len(tail))
-		for i, e := range entries {
+		n := min(len(entries), base) // fewer: the history read reports the mismatch
+		msgs := make([]subagent.Message, n, n+len(tail))
+		for i, e := range entries[:n] {
 			msgs[i] = toMessage(e)
 		}
-		if len(msgs) == base {
-			root.Send(self, &historyLoaded{seq: seq, msgs: msgs[:base:base]})
+		if n == base {
+			root.Send(self, &historyLoaded{token: token, msgs: msgs[:base:base], input: input})
 		}
 		return append(msgs, tail...), nil
 	})
+}
+
+// loaded keeps a history a runner read (see hist): the read's messages are the
+// log's first ones (any read of the first n is the same: the log is
+// append-only), so it is kept if they are all the store holds apart from hist —
+// base of them, or, while hist is empty, base less the input of the turn that
+// read them, counted at its start.
+func (a *activationActor) loaded(m *historyLoaded) {
+	switch n := len(m.msgs); {
+	case a.keep && a.base > 0 && n == int(a.base):
+		a.hist = append(m.msgs, a.hist...)
+	case !a.keep && a.token != 0 && m.token == a.token && n+1 == int(a.base):
+		a.hist = append(m.msgs, m.input)
+	default:
+		return
+	}
+	a.base, a.keep = 0, true
 }
 
 func toMessage(e session.Entry) subagent.Message {
@@ -588,13 +617,17 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
 	names := a.desc.names.get()
 	turn := subagent.Turn{Session: a.c.childID(), Depth: int(a.c.depth),
-		History: a.history(c), Input: input,
+		History: a.history(c, a.token, input), Input: input,
 		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
 		Provider: names.provider, Cwd: a.c.cwd(), State: a.state}
 	if p, m := names.agentProvider, names.agentModel; p != "" || m != "" {
 		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
-	a.hist = append(a.hist, input)
+	if a.keep {
+		a.hist = append(a.hist, input)
+	} else {
+		a.base++ // the store has it since its turn start (see hist)
+	}
 	a.c.agent.SetBusy(true)
 	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
 	quiet := make(chan struct{})
@@ -626,10 +659,15 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		entries = append(entries, session.Entry{Kind: session.EntryProviderState, State: m.state})
 		a.state = m.state
 	}
-	if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, entries...); err != nil {
+	switch err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, entries...); {
+	case err != nil:
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.childID(), err.Error()))
+		a.hist, a.keep = append(a.hist, m.produced...), true // the store misses them: hist keeps them
+	case a.keep:
+		a.hist = append(a.hist, m.produced...)
+	default:
+		a.base += int32(len(m.produced)) // the store has them since this Append (see hist)
 	}
-	a.hist = append(a.hist, m.produced...)
 	a.c.final, a.c.stop = fromBlocks(m.res.Output), intern(m.res.StopReason)
 	a.c.agent.SetBusy(false)
 	a.apply(c, a.core.TurnEnded())

@@ -274,6 +274,7 @@ func TestColdRestoreCrashBeforeItsRecordedTurnRunsIt(t *testing.T) {
 	require.True(t, r.logs.Contains("planted crash after a cold restore's answer"), "%v", r.logs.Lines())
 
 	require.Equal(t, []string{"task", "again"}, r.ran())
+	require.Equal(t, 2, r.runner.Turns()[1].History.Len(), "its history is the first turn's, not its own input too")
 	snap, err := r.store.Load(ctx, "c")
 	require.NoError(t, err)
 	var kinds []string

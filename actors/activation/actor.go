@@ -79,18 +79,18 @@ type (
 	oldTurnDone  struct{}                   // a crashed incarnation's turn has returned
 	beginDispose struct{ force, keep bool } // keep: a manager shutdown keeps queued messages
 	turnEnded    struct {
-		token    uint64
+		quiet    chan struct{} // the turn's (carry.quiet): its identity
 		inbox    string
 		res      subagent.Result
 		produced []subagent.Message
 		state    json.RawMessage // the turn runner's TurnResult.State (nil: none)
 	}
 	agentGone struct{ err error }
-	// historyLoaded is the part of the history the runner of turn token read from
-	// the store (its first len(msgs) messages), and that turn's input, for the
-	// actor to keep.
+	// historyLoaded is the part of the history the runner of the turn whose
+	// channel is quiet read from the store (its first len(msgs) messages), and
+	// that turn's input, for the actor to keep.
 	historyLoaded struct {
-		token uint64
+		quiet chan struct{}
 		msgs  []subagent.Message
 		input subagent.Message
 	}
@@ -136,17 +136,14 @@ type Status struct {
 	Parked    bool // an interrupt parked the queue
 }
 
-var (
-	msgIDs     atomic.Uint64
-	turnTokens atomic.Uint64
-)
+var msgIDs atomic.Uint64
 
 // carry is what an Activation keeps across supervisor restarts of its actor: the
 // incarnation of the child agent and what this epoch has announced. Everything else
 // is restored from the store. Only the actor (one instance at a time) touches it.
 // It holds no copy of the child id (its agent's session, childID) and no set of
 // owned children (the core's, which a reincarnation keeps): a directory entry,
-// which embeds the carry, fits the 176 B size class (TestEntryFitsItsSizeClass).
+// which embeds the carry, fits the 160 B size class (TestEntryFitsItsSizeClass).
 type carry struct {
 	label  string
 	agent  *owner.Agent // the child's own agent: its session is the child id
@@ -166,18 +163,15 @@ type carry struct {
 	rec interned[parentage]
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
-	// submit marked pre; nil once answered. A restarted incarnation's restore
-	// queues it from the store.
+	// submit marked pre (preAnswered, set then); nil once answered and, if its
+	// turn start is recorded, once that turn has run. A restarted incarnation's
+	// restore queues it from the store.
 	pre *session.InboxMessage
-	// recorded is the inbox id of a message whose turn start and input the store
-	// holds already (Store.ResumeAccept recorded them with pre's acceptance) but
-	// whose turn has not run yet: runTurn does not record them again, and a
-	// restarted incarnation's restore queues it first rather than logging it cut
-	// off — it never ran. "" once its turn has run, or for none.
-	recorded string
-	quiet    chan struct{} // closed when the last turn's goroutine has returned
+	// quiet is closed when the last turn's goroutine has returned; while it runs,
+	// it is also the turn's identity (turnEnded.quiet: each turn makes its own).
+	quiet chan struct{}
 	// cancel cancels the last turn's context: the actor's way to stop its running
-	// turn (activationActor.token says whether one runs), and the directory's (with
+	// turn (activationActor.turning says whether one runs), and the directory's (with
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
@@ -185,6 +179,29 @@ type carry struct {
 	announce bool  // some delivery was accepted in this epoch
 	opened   bool  // this epoch opened a turn
 	started  bool  // the first incarnation has started
+	preState preState
+}
+
+// preState is what has become of the carry's pre message.
+type preState uint8
+
+const (
+	// preAnswered: the submit marked pre has been answered.
+	preAnswered preState = 1 << iota
+	// preRecorded: pre's turn start and input are in the store already
+	// (Store.ResumeAccept recorded them with its acceptance) but its turn has not
+	// run yet: runTurn does not record them again, and a restarted incarnation's
+	// restore queues it first rather than logging it cut off — it never ran.
+	preRecorded
+)
+
+// recorded is the inbox id of the message whose turn start is recorded but
+// whose turn has not run (preRecorded), or "".
+func (c *carry) recorded() string {
+	if c.preState&preRecorded == 0 || c.pre == nil {
+		return ""
+	}
+	return c.pre.ID
 }
 
 // parentage is the part of a session header that the children of one parent
@@ -236,14 +253,14 @@ type activationActor struct {
 	hist  []subagent.Message
 	state json.RawMessage // the latest provider/state entry (subagent.Turn.State)
 	core  Core            // by value: one allocation fewer per Activation
-	// token is the running turn's (0: none; stale ends are ignored); the turn's
-	// cancel is the carry's while it runs.
-	token uint64
 
 	retired *messages.Error // non-nil once retiring: every request is answered with it
-	base    int32           // see hist (32 bits: the Activation fits 192 B)
+	base    int32           // see hist (32 bits: the Activation fits 176 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
 	keep    bool            // hist may hold messages: a runner read the history, or the store missed some (see hist)
+	// turning says a turn runs: the one whose carry.quiet is the carry's (an end
+	// of another, an earlier incarnation's, is ignored); its cancel is the carry's.
+	turning bool
 	// held says that carry.pre is the first incarnation's to queue, kept out of
 	// its restore until the submit marked pre has been answered (case 146: the
 	// caller hears of acceptance before the turn can start). A flag, not a second
@@ -256,7 +273,7 @@ type activationActor struct {
 // turnDesc's names) and its epoch.
 type headerRest struct {
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 192 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 176 B)
 	version    int32
 }
 
@@ -480,7 +497,7 @@ func (a *activationActor) start(c actor.Context) {
 	a.base, a.hist, a.keep, a.state = int32(res.Messages), nil, false, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
-		if m.ID == a.c.recorded { // its turn start is logged, but the turn never ran
+		if m.ID == a.c.recorded() { // its turn start is logged, but the turn never ran
 			toRun = append([]session.InboxMessage{m}, toRun...)
 			// Its input, logged with its turn start, is the log's last message: not
 			// its turn's history (runTurn counts it, as the first incarnation did,
@@ -497,14 +514,14 @@ func (a *activationActor) start(c actor.Context) {
 	a.apply(c, a.core.Restore(toRun, nil)) // a reincarnation's core still owns its children
 }
 
-// history is the Turn.History of the turn token whose input is input (not
+// history is the Turn.History of the turn quiet names, whose input is input (not
 // counted yet): in memory once loaded, else read from the store on demand (the
 // log's first base messages: the log is append-only, and what it holds after
 // them — this turn's input, later turns — is left out) and followed by the
 // messages held in memory; a read is sent back to the actor (historyLoaded),
 // which keeps it, so it is read at most once per incarnation while runners keep
 // asking.
-func (a *activationActor) history(c actor.Context, token uint64, input subagent.Message) subagent.History {
+func (a *activationActor) history(c actor.Context, quiet chan struct{}, input subagent.Message) subagent.History {
 	if a.base == 0 {
 		return subagent.HistoryOf(slices.Clip(a.hist))
 	}
@@ -521,7 +538,7 @@ func (a *activationActor) history(c actor.Context, token uint64, input subagent.
 			msgs[i] = toMessage(e)
 		}
 		if n == base {
-			root.Send(self, &historyLoaded{token: token, msgs: msgs[:base:base], input: input})
+			root.Send(self, &historyLoaded{quiet: quiet, msgs: msgs[:base:base], input: input})
 		}
 		return append(msgs, tail...), nil
 	})
@@ -536,7 +553,7 @@ func (a *activationActor) loaded(m *historyLoaded) {
 	switch n := len(m.msgs); {
 	case a.keep && a.base > 0 && n == int(a.base):
 		a.hist = append(m.msgs, a.hist...)
-	case !a.keep && a.token != 0 && m.token == a.token && n+1 == int(a.base):
+	case !a.keep && a.turning && m.quiet == a.c.quiet && n+1 == int(a.base):
 		a.hist = append(m.msgs, m.input)
 	default:
 		return
@@ -583,7 +600,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 }
 
 func (a *activationActor) stopTurn(cause error) {
-	if a.token != 0 && a.c.cancel != nil {
+	if a.turning && a.c.cancel != nil {
 		a.c.cancel(cause)
 	}
 }
@@ -603,7 +620,7 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	for _, b := range in.Content {
 		input.Content = append(input.Content, subagent.Block{Type: b.Type, Text: b.Text})
 	}
-	if in.ID == "" || in.ID != a.c.recorded {
+	if in.ID == "" || in.ID != a.c.recorded() {
 		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, turnStart(in)...); err != nil {
 			// A stale epoch: another activation owns the session now. Stop appending.
 			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.childID(), err.Error()))
@@ -614,10 +631,11 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
-	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
+	a.turning, a.c.cancel = true, cancel // together: a crash after this cancels it
+	quiet := make(chan struct{})
 	names := a.desc.names.get()
 	turn := subagent.Turn{Session: a.c.childID(), Depth: int(a.c.depth),
-		History: a.history(c, a.token, input), Input: input,
+		History: a.history(c, quiet, input), Input: input,
 		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
 		Provider: names.provider, Cwd: a.c.cwd(), State: a.state}
 	if p, m := names.agentProvider, names.agentModel; p != "" || m != "" {
@@ -629,23 +647,27 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 		a.base++ // the store has it since its turn start (see hist)
 	}
 	a.c.agent.SetBusy(true)
-	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
-	quiet := make(chan struct{})
-	a.c.quiet = quiet
-	a.c.recorded = "" // its turn runs now: a restart from here on finds it cut off
+	root, self, runner := c.ActorSystem().Root, c.Self(), a.m.deps.Runner
+	a.c.quiet = quiet                           // only now: a restart waits for it to close (HandleFailure, start)
+	if in.ID != "" && in.ID == a.c.recorded() { // it runs now: a restart from here on finds it cut off
+		a.c.preState &^= preRecorded
+		if a.c.preState&preAnswered != 0 {
+			a.c.pre = nil
+		}
+	}
 	go func() {
 		defer close(quiet)
 		res, produced, state := subagent.RunOneTurnState(ctx, runner, turn)
 		cancel(nil)
-		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced, state: state})
+		root.Send(self, &turnEnded{quiet: quiet, inbox: in.ID, res: res, produced: produced, state: state})
 	}()
 }
 
 func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
-	if a.token == 0 || m.token != a.token {
+	if !a.turning || m.quiet != a.c.quiet {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
-	a.token = 0
+	a.turning = false
 	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
 	// idle Activation keeps neither the turn's context nor its channel).
 	a.c.quiet, a.c.cancel = nil, nil

@@ -85,26 +85,29 @@ func perObject[T any](alloc func() *T) float64 {
 }
 
 // entrySizeClass is the size class a directory entry (with the carry its
-// Activation keeps) fits: 176 B, down from 224 B, since the carry holds no copy of
+// Activation keeps) fits: 160 B, down from 224 B, since the carry holds no copy of
 // the child id (its agent's session), no owned-children set of its own (the
-// core's) and one interned handle for the header's parent of record, namespace
-// and cwd instead of a string and two handles.
-const entrySizeClass = 176
+// core's), one interned handle for the header's parent of record, namespace and
+// cwd instead of a string and two handles, and no copy of its recorded message's
+// id (its pre message's, kept until that turn has run: preState).
+const entrySizeClass = 160
 
 // A directory entry fits its size class, by unsafe.Sizeof and by the bytes each
-// one allocated takes (the next class, 192 B, reads 192).
+// one allocated takes (the next class, 176 B, reads 176).
 func TestEntryFitsItsSizeClass(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(entry{}), uintptr(entrySizeClass), "unsafe.Sizeof(entry{})")
 	require.Less(t, perObject(func() *entry { return new(entry) }), float64(entrySizeClass+8), "heap bytes per entry")
 }
 
-// activationSizeClass is the size class an Activation's actor fits: 192 B, down
+// activationSizeClass is the size class an Activation's actor fits: 176 B, down
 // from 224 B, since its origin, provider and agent option names are one interned
-// handle, not four, and its held message is a flag (the carry has the message).
-const activationSizeClass = 192
+// handle, not four, its held message is a flag (the carry has the message), its
+// history has no log seq (it reads the log's first base messages) and its running
+// turn is named by the turn's own channel (carry.quiet), not a token.
+const activationSizeClass = 176
 
 // An Activation's actor fits its size class, by unsafe.Sizeof and by the bytes
-// each one allocated takes (the next class, 208 B, reads 208).
+// each one allocated takes (the next class, 192 B, reads 192).
 func TestActivationFitsItsSizeClass(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(activationActor{}), uintptr(activationSizeClass), "unsafe.Sizeof(activationActor{})")
 	require.Less(t, perObject(func() *activationActor { return new(activationActor) }), float64(activationSizeClass+8),

@@ -39,7 +39,7 @@ func closingErr(id string) error {
 // caller is answered before any model request and before the Session log has the
 // message, case 146).
 func (a *activationActor) submit(c actor.Context, m *submit) {
-	if m.pre && a.c.pre != nil {
+	if m.pre && a.c.pre != nil && a.c.preState&preAnswered == 0 {
 		a.preAccepted(c, m)
 		return
 	}
@@ -84,7 +84,10 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 // store, queued the message.
 func (a *activationActor) preAccepted(c actor.Context, m *submit) {
 	held, pre := a.held, a.c.pre
-	a.held, a.c.pre = false, nil
+	a.held, a.c.preState = false, a.c.preState|preAnswered
+	if a.c.preState&preRecorded == 0 { // else kept until its turn runs (carry.recorded)
+		a.c.pre = nil
+	}
 	fault.Yield(PointActivationAccept)
 	a.announce()
 	m.answer(acceptRes{id: pre.ID})

@@ -275,7 +275,7 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	e := &entry{carry: carry{label: label, agent: agent, parent: parent, up: up, pre: pre, depth: int32(h.DelegationDepth),
 		rec: intern(parentage{parentSes: h.ParentSession, parentKind: h.ParentKind, cwd: h.Cwd})}}
 	if started {
-		e.carry.recorded = pre.ID
+		e.carry.preState = preRecorded
 	}
 	// The first incarnation's restore reaches the producer through d.spawning (see
 	// activationProps), for the span of this SpawnNamed.

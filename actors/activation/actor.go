@@ -244,20 +244,19 @@ type activationActor struct {
 	desc turnDesc
 	// The model history. Its first base messages are in the store only (the
 	// log's first base EntryMessage entries, read on demand: subagent.LazyHistory)
-	// and hist holds the messages after them. Until keep is set — a runner has read
-	// the history (historyLoaded: base is 0 from then on and hist is the whole
-	// history), or the store missed some of it — hist is empty: each message is
+	// and hist holds the messages after them (kept). Until a runner has read the
+	// history (historyLoaded: base is 0 from then on and hist is the whole
+	// history) or the store has missed some of it, hist is nil: each message is
 	// counted in base once the store has it (a turn's input at its start, its
 	// output at its end), so an Activation holds no copy of a history its runner
-	// never read.
-	hist  []subagent.Message
+	// never read — and no slice for it (8 B, not 24: the Activation fits 160 B).
+	hist  *[]subagent.Message
 	state json.RawMessage // the latest provider/state entry (subagent.Turn.State)
 	core  Core            // by value: one allocation fewer per Activation
 
 	retired *messages.Error // non-nil once retiring: every request is answered with it
-	base    int32           // see hist (32 bits: the Activation fits 176 B)
+	base    int32           // see hist (32 bits: the Activation fits 160 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
-	keep    bool            // hist may hold messages: a runner read the history, or the store missed some (see hist)
 	// turning says a turn runs: the one whose carry.quiet is the carry's (an end
 	// of another, an earlier incarnation's, is ignored); its cancel is the carry's.
 	turning bool
@@ -273,7 +272,7 @@ type activationActor struct {
 // turnDesc's names) and its epoch.
 type headerRest struct {
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 176 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 160 B)
 	version    int32
 }
 
@@ -494,7 +493,7 @@ func (a *activationActor) start(c actor.Context) {
 	a.born, a.epoch = headerRest{seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
 	d, _ := ParseDescriptor(res.Descriptor)
 	a.desc = turnDescOf(h.Origin, d)
-	a.base, a.hist, a.keep, a.state = int32(res.Messages), nil, false, res.State
+	a.base, a.hist, a.state = int32(res.Messages), nil, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
 		if m.ID == a.c.recorded() { // its turn start is logged, but the turn never ran
@@ -523,9 +522,9 @@ func (a *activationActor) start(c actor.Context) {
 // asking.
 func (a *activationActor) history(c actor.Context, quiet chan struct{}, input subagent.Message) subagent.History {
 	if a.base == 0 {
-		return subagent.HistoryOf(slices.Clip(a.hist))
+		return subagent.HistoryOf(slices.Clip(a.kept()))
 	}
-	store, id, base, tail := a.m.deps.Store, a.c.childID(), int(a.base), slices.Clip(a.hist)
+	store, id, base, tail := a.m.deps.Store, a.c.childID(), int(a.base), slices.Clip(a.kept())
 	root, self := c.ActorSystem().Root, c.Self()
 	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
 		entries, err := store.History(ctx, id, math.MaxUint64)
@@ -551,14 +550,32 @@ func (a *activationActor) history(c actor.Context, quiet chan struct{}, input su
 // read them, counted at its start.
 func (a *activationActor) loaded(m *historyLoaded) {
 	switch n := len(m.msgs); {
-	case a.keep && a.base > 0 && n == int(a.base):
-		a.hist = append(m.msgs, a.hist...)
-	case !a.keep && a.turning && m.quiet == a.c.quiet && n+1 == int(a.base):
-		a.hist = append(m.msgs, m.input)
+	case a.hist != nil && a.base > 0 && n == int(a.base):
+		*a.hist = append(m.msgs, *a.hist...)
+	case a.hist == nil && a.turning && m.quiet == a.c.quiet && n+1 == int(a.base):
+		h := append(m.msgs, m.input) // msgs has no room: a copy of its own
+		a.hist = &h
 	default:
 		return
 	}
-	a.base, a.keep = 0, true
+	a.base = 0
+}
+
+// kept returns the history's messages held in memory (see hist).
+func (a *activationActor) kept() []subagent.Message {
+	if a.hist == nil {
+		return nil
+	}
+	return *a.hist
+}
+
+// keep holds ms in memory after the history's other messages, and every later
+// message with them (see hist).
+func (a *activationActor) keep(ms ...subagent.Message) {
+	if a.hist == nil {
+		a.hist = new([]subagent.Message)
+	}
+	*a.hist = append(*a.hist, ms...)
 }
 
 func toMessage(e session.Entry) subagent.Message {
@@ -641,8 +658,8 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	if p, m := names.agentProvider, names.agentModel; p != "" || m != "" {
 		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
-	if a.keep {
-		a.hist = append(a.hist, input)
+	if a.hist != nil {
+		a.keep(input)
 	} else {
 		a.base++ // the store has it since its turn start (see hist)
 	}
@@ -684,9 +701,9 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 	switch err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, entries...); {
 	case err != nil:
 		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.childID(), err.Error()))
-		a.hist, a.keep = append(a.hist, m.produced...), true // the store misses them: hist keeps them
-	case a.keep:
-		a.hist = append(a.hist, m.produced...)
+		a.keep(m.produced...) // the store misses them: hist holds them
+	case a.hist != nil:
+		a.keep(m.produced...)
 	default:
 		a.base += int32(len(m.produced)) // the store has them since this Append (see hist)
 	}

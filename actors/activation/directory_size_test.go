@@ -99,15 +99,16 @@ func TestEntryFitsItsSizeClass(t *testing.T) {
 	require.Less(t, perObject(func() *entry { return new(entry) }), float64(entrySizeClass+8), "heap bytes per entry")
 }
 
-// activationSizeClass is the size class an Activation's actor fits: 176 B, down
+// activationSizeClass is the size class an Activation's actor fits: 160 B, down
 // from 224 B, since its origin, provider and agent option names are one interned
 // handle, not four, its held message is a flag (the carry has the message), its
-// history has no log seq (it reads the log's first base messages) and its running
-// turn is named by the turn's own channel (carry.quiet), not a token.
-const activationSizeClass = 176
+// history has no log seq (it reads the log's first base messages) and holds its
+// in-memory messages behind a pointer (nil until a runner reads them), and its
+// running turn is named by the turn's own channel (carry.quiet), not a token.
+const activationSizeClass = 160
 
 // An Activation's actor fits its size class, by unsafe.Sizeof and by the bytes
-// each one allocated takes (the next class, 192 B, reads 192).
+// each one allocated takes (the next class, 176 B, reads 176).
 func TestActivationFitsItsSizeClass(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(activationActor{}), uintptr(activationSizeClass), "unsafe.Sizeof(activationActor{})")
 	require.Less(t, perObject(func() *activationActor { return new(activationActor) }), float64(activationSizeClass+8),

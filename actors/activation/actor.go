@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -78,18 +79,20 @@ type (
 	oldTurnDone  struct{}                   // a crashed incarnation's turn has returned
 	beginDispose struct{ force, keep bool } // keep: a manager shutdown keeps queued messages
 	turnEnded    struct {
-		token    uint64
+		quiet    chan struct{} // the turn's (carry.quiet): its identity
 		inbox    string
 		res      subagent.Result
 		produced []subagent.Message
 		state    json.RawMessage // the turn runner's TurnResult.State (nil: none)
 	}
 	agentGone struct{ err error }
-	// historyLoaded is the part of the history a turn runner read from the store
-	// (the first n messages, up to log seq seq), for the actor to keep.
+	// historyLoaded is the part of the history the runner of the turn whose
+	// channel is quiet read from the store (its first len(msgs) messages), and
+	// that turn's input, for the actor to keep.
 	historyLoaded struct {
-		seq  uint64
-		msgs []subagent.Message
+		quiet chan struct{}
+		msgs  []subagent.Message
+		input subagent.Message
 	}
 	// retire asks the directory to stop an Activation that can no longer run its
 	// session (its epoch was fenced, or its restore failed). The directory holds new
@@ -133,56 +136,87 @@ type Status struct {
 	Parked    bool // an interrupt parked the queue
 }
 
-var (
-	msgIDs     atomic.Uint64
-	turnTokens atomic.Uint64
-)
+var msgIDs atomic.Uint64
 
 // carry is what an Activation keeps across supervisor restarts of its actor: the
 // incarnation of the child agent and what this epoch has announced. Everything else
 // is restored from the store. Only the actor (one instance at a time) touches it.
+// It holds no copy of the child id (its agent's session, childID) and no set of
+// owned children (the core's, which a reincarnation keeps): a directory entry,
+// which embeds the carry, fits the 160 B size class (TestEntryFitsItsSizeClass).
 type carry struct {
-	id     string
 	label  string
-	agent  *owner.Agent
+	agent  *owner.Agent // the child's own agent: its session is the child id
 	parent *owner.Agent // the parent incarnation that materialized it (event scope)
 	// up is the carry of the parent's own Activation, if the parent is a continuable
 	// child resident at materialization (nil: it is not): the live ancestors then
 	// are parent, up.parent, up.up.parent… (hasAncestor). A pointer, not a copy of
 	// their PIDs: 8 B, and nothing allocated.
 	up    *carry
-	owned map[string]bool // mirrors the core's owned children (nil: none yet)
-	runID string          // the subagent/start event's run id, once announced
-	final []session.Block // the last turn's output
-	stop  interned        // the last turn's stop reason (one of a few: interned, so an entry fits 224 B)
-	// The session header's identity, as the directory read it before the spawn
-	// (session.Header's ParentSession, ParentKind, DelegationDepth, Cwd; a restore
-	// reads the same): the parent of record and its namespace, the depth, the cwd.
-	parentSes  string
-	parentKind interned // "" or session.ParentSubagent: interned, so an entry fits 224 B
-	cwd        interned // the children of one parent share their cwd: one copy for all
+	runID string           // the subagent/start event's run id, once announced
+	final []session.Block  // the last turn's output
+	stop  interned[string] // the last turn's stop reason (one of a few: interned)
+	// rec is the session header's identity as the directory read it before the
+	// spawn (a restore reads the same): its parent of record, that parent's
+	// namespace and the cwd — interned together, since the children of one parent
+	// share all three (one copy, and 8 B here instead of 32).
+	rec interned[parentage]
 	// pre is the message of the followup that cold-restored this Activation,
 	// accepted with its first epoch (Store.ResumeAccept) and answered by the
-	// submit marked pre; nil once answered. A restarted incarnation's restore
-	// queues it from the store.
+	// submit marked pre (preAnswered, set then); nil once answered and, if its
+	// turn start is recorded, once that turn has run. A restarted incarnation's
+	// restore queues it from the store.
 	pre *session.InboxMessage
-	// recorded is the inbox id of a message whose turn start and input the store
-	// holds already (Store.ResumeAccept recorded them with pre's acceptance) but
-	// whose turn has not run yet: runTurn does not record them again, and a
-	// restarted incarnation's restore queues it first rather than logging it cut
-	// off — it never ran. "" once its turn has run, or for none.
-	recorded string
-	quiet    chan struct{} // closed when the last turn's goroutine has returned
+	// quiet is closed when the last turn's goroutine has returned; while it runs,
+	// it is also the turn's identity (turnEnded.quiet: each turn makes its own).
+	quiet chan struct{}
 	// cancel cancels the last turn's context: the actor's way to stop its running
-	// turn (activationActor.token says whether one runs), and the directory's (with
+	// turn (activationActor.turning says whether one runs), and the directory's (with
 	// quiet) once the actor has crashed: the crashed actor no longer runs, so it is
 	// read safely.
 	cancel   context.CancelCauseFunc
-	depth    int32 // the header's DelegationDepth (32 bits: an entry fits 224 B)
+	depth    int32 // the header's DelegationDepth (32 bits: 4 B, beside the flags)
 	announce bool  // some delivery was accepted in this epoch
 	opened   bool  // this epoch opened a turn
 	started  bool  // the first incarnation has started
+	preState preState
 }
+
+// preState is what has become of the carry's pre message.
+type preState uint8
+
+const (
+	// preAnswered: the submit marked pre has been answered.
+	preAnswered preState = 1 << iota
+	// preRecorded: pre's turn start and input are in the store already
+	// (Store.ResumeAccept recorded them with its acceptance) but its turn has not
+	// run yet: runTurn does not record them again, and a restarted incarnation's
+	// restore queues it first rather than logging it cut off — it never ran.
+	preRecorded
+)
+
+// recorded is the inbox id of the message whose turn start is recorded but
+// whose turn has not run (preRecorded), or "".
+func (c *carry) recorded() string {
+	if c.preState&preRecorded == 0 || c.pre == nil {
+		return ""
+	}
+	return c.pre.ID
+}
+
+// parentage is the part of a session header that the children of one parent
+// share: the parent of record (ParentSession), the namespace it speaks in
+// (ParentKind, "" or session.ParentSubagent) and the working directory (Cwd).
+type parentage struct{ parentSes, parentKind, cwd string }
+
+// childID is the child's session id: its own agent's session (newChildAgent
+// makes the agent of child id with session id).
+func (c *carry) childID() string { return c.agent.Session() }
+
+// parentSes, parentKind and cwd read the header's identity (rec).
+func (c *carry) parentSes() string  { return c.rec.get().parentSes }
+func (c *carry) parentKind() string { return c.rec.get().parentKind }
+func (c *carry) cwd() string        { return c.rec.get().cwd }
 
 // hasAncestor reports whether pid (a PID Id) is one of c's live ancestors at its
 // materialization: its parent, its parent's parent if that one is a continuable
@@ -208,54 +242,61 @@ type activationActor struct {
 	// carry's, its epoch is epoch): what Status reports of it.
 	born headerRest
 	desc turnDesc
-	// The model history. While base > 0 its first base messages are in the store
-	// only (the log up to baseSeq, read on demand: subagent.LazyHistory) and hist
-	// holds the messages after them; once a runner has read them (historyLoaded)
-	// base is 0 and hist is the whole history.
-	baseSeq uint64
-	hist    []subagent.Message
-	state   json.RawMessage // the latest provider/state entry (subagent.Turn.State)
-	core    Core            // by value: one allocation fewer per Activation
-	// token is the running turn's (0: none; stale ends are ignored); the turn's
-	// cancel is the carry's while it runs.
-	token uint64
+	// The model history. Its first base messages are in the store only (the
+	// log's first base EntryMessage entries, read on demand: subagent.LazyHistory)
+	// and hist holds the messages after them (kept). Until a runner has read the
+	// history (historyLoaded: base is 0 from then on and hist is the whole
+	// history) or the store has missed some of it, hist is nil: each message is
+	// counted in base once the store has it (a turn's input at its start, its
+	// output at its end), so an Activation holds no copy of a history its runner
+	// never read — and no slice for it (8 B, not 24: the Activation fits 160 B).
+	hist  *[]subagent.Message
+	state json.RawMessage // the latest provider/state entry (subagent.Turn.State)
+	core  Core            // by value: one allocation fewer per Activation
 
 	retired *messages.Error // non-nil once retiring: every request is answered with it
-	base    int32           // see hist (32 bits: the Activation fits 224 B)
+	base    int32           // see hist (32 bits: the Activation fits 160 B)
 	crashed bool            // a handler is running, or panicked (see Receive)
-	// held is carry.pre for the first incarnation, kept out of its restore until
-	// the submit marked pre has been answered (case 146: the caller hears of
-	// acceptance before the turn can start).
-	held *session.InboxMessage
+	// turning says a turn runs: the one whose carry.quiet is the carry's (an end
+	// of another, an earlier incarnation's, is ignored); its cancel is the carry's.
+	turning bool
+	// held says that carry.pre is the first incarnation's to queue, kept out of
+	// its restore until the submit marked pre has been answered (case 146: the
+	// caller hears of acceptance before the turn can start). A flag, not a second
+	// pointer to the message: the carry has it.
+	held bool
 }
 
 // headerRest is the part of session.Header an Activation keeps besides the
-// carry's copy of its identity (parent of record, depth, cwd) and its epoch.
+// carry's copy of its identity (parent of record, depth, cwd), its origin (in
+// turnDesc's names) and its epoch.
 type headerRest struct {
-	origin     interned // "subagent", for every child this directory started
 	createdAt  int64
-	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 224 B)
+	seedLength int32 // session.Header's ints, 32 bits here (an Activation fits 160 B)
 	version    int32
 }
 
-// interned is a string most Activations share (an origin, a provider, a model):
-// one copy for all (unique.Make), and 8 B each instead of 16. The zero interned
-// is "".
-type interned unique.Handle[string]
+// interned is a value most Activations share (a stop reason; a header's origin
+// with a descriptor's provider and model names; the parent of record with its
+// namespace and cwd): one copy for all (unique.Make), and 8 B each. The zero
+// interned reads as T's zero value.
+type interned[T comparable] struct{ h unique.Handle[T] }
 
-func intern(s string) interned { return interned(unique.Make(s)) }
+func intern[T comparable](v T) interned[T] { return interned[T]{unique.Make(v)} }
 
-func (n interned) String() string {
-	if n == (interned{}) {
-		return ""
+func (n interned[T]) get() T {
+	if n.h == (unique.Handle[T]{}) {
+		var zero T
+		return zero
 	}
-	return unique.Handle[string](n).Value()
+	return n.h.Value()
 }
 
 // header returns the session header as of this incarnation's restore.
 func (a *activationActor) header() session.Header {
-	return session.Header{ID: a.c.id, ParentSession: a.c.parentSes, ParentKind: a.c.parentKind.String(),
-		Origin: a.born.origin.String(), DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: a.c.cwd.String(),
+	rec, names := a.c.rec.get(), a.desc.names.get()
+	return session.Header{ID: a.c.childID(), ParentSession: rec.parentSes, ParentKind: rec.parentKind,
+		Origin: names.origin, DelegationDepth: int(a.c.depth), SeedLength: int(a.born.seedLength), Cwd: rec.cwd,
 		CreatedAt: a.born.createdAt, Version: int(a.born.version), Epoch: a.epoch}
 }
 
@@ -263,11 +304,14 @@ func (a *activationActor) header() session.Header {
 // events read (not its version, mode, label or cluster record: an idle resident
 // Activation holds only what it uses).
 type turnDesc struct {
-	provider      interned
-	agentProvider interned
-	agentModel    interned
-	more          *turnMore // nil: neither a persona nor a tool filter
+	names interned[descNames]
+	more  *turnMore // nil: neither a persona nor a tool filter
 }
+
+// descNames are the names most Activations share: the header's origin
+// ("subagent", for every child this directory started) and the descriptor's
+// provider and agent options. Interned together: 8 B for the four, not 32.
+type descNames struct{ origin, provider, agentProvider, agentModel string }
 
 // turnMore is what few descriptors have, held apart so that the rest do not pay
 // for it.
@@ -276,10 +320,11 @@ type turnMore struct {
 	ToolFilter *subagent.ToolFilter
 }
 
-// turnDescOf keeps d's turn fields; a descriptor that did not parse keeps what
-// ParseDescriptor returned with its error (nothing, for a malformed one).
-func turnDescOf(d Descriptor, _ error) turnDesc {
-	t := turnDesc{provider: intern(d.Provider), agentProvider: intern(d.AgentProvider), agentModel: intern(d.AgentModel)}
+// turnDescOf keeps d's turn fields and the header's origin; a descriptor that
+// did not parse keeps what ParseDescriptor returned with its error (nothing, for a
+// malformed one).
+func turnDescOf(origin string, d Descriptor) turnDesc {
+	t := turnDesc{names: intern(descNames{origin: origin, provider: d.Provider, agentProvider: d.AgentProvider, agentModel: d.AgentModel})}
 	if d.Persona != "" || d.ToolFilter != nil {
 		t.more = &turnMore{Persona: d.Persona, ToolFilter: d.ToolFilter}
 	}
@@ -327,12 +372,15 @@ func (a *activationActor) Receive(c actor.Context) {
 
 // reincarnate resets a crashed Activation in place, as a new incarnation of its
 // actor: its cut-off turn is cancelled (the directory has cancelled it already),
-// everything but its carry is dropped, and it restores from the store with a new
-// epoch (start), holding turns until the crashed turn has returned. A panic in
-// start leaves crashed set, and the next resume reincarnates it again.
+// everything but its carry and the children it owns is dropped, and it restores
+// from the store with a new epoch (start), holding turns until the crashed turn
+// has returned. A panic in start leaves crashed set, and the next resume
+// reincarnates it again — still owning its children: the set is kept as it is
+// (the core's own map, which ownChild and dropChild change in one step each), not
+// rebuilt by start, so no crash in between can lose it.
 func (a *activationActor) reincarnate(c actor.Context) {
 	a.stopTurn(&Cancel{Kind: "parent"})
-	*a = activationActor{m: a.m, c: a.c, crashed: true}
+	*a = activationActor{m: a.m, c: a.c, crashed: true, core: a.core.owning()}
 	a.start(c)
 }
 
@@ -353,16 +401,11 @@ func (a *activationActor) receive(c actor.Context) {
 	case *inboxIn:
 		a.inbox(c, m)
 	case *statusReq:
-		c.Respond(Status{ID: a.c.id, Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
+		c.Respond(Status{ID: a.c.childID(), Residency: a.core.Residency(), Header: a.header(), Label: a.c.label,
 			Queued: len(a.core.Queued()), Parked: a.core.Parked()})
 	case *ownChild:
 		a.core.Own(m.id)
-		if a.c.owned == nil {
-			a.c.owned = map[string]bool{}
-		}
-		a.c.owned[m.id] = true
 	case *dropChild:
-		delete(a.c.owned, m.id)
 		a.apply(c, a.core.Release(m.id))
 	case *turnEnded:
 		a.turnEnded(c, m)
@@ -371,7 +414,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *beginDispose:
 		fault.Yield(PointActivationDispose)
 		if !m.force && a.core.Residency() != Settled && !a.core.Closing() {
-			c.Send(c.Parent(), &refused{id: a.c.id}) // it took work since it proposed settling
+			c.Send(c.Parent(), &refused{id: a.c.childID()}) // it took work since it proposed settling
 			return
 		}
 		if m.keep {
@@ -382,10 +425,7 @@ func (a *activationActor) receive(c actor.Context) {
 	case *agentGone:
 		c.Send(c.Parent(), a.disposed(m.err))
 	case *historyLoaded:
-		if a.base > 0 && m.seq == a.baseSeq && len(m.msgs) == int(a.base) {
-			a.hist = append(m.msgs, a.hist...)
-			a.base, a.baseSeq = 0, 0
-		}
+		a.loaded(m)
 	case *actor.Stopping:
 		a.stopTurn(&Cancel{Kind: "parent"})
 	}
@@ -397,7 +437,7 @@ func (a *activationActor) receive(c actor.Context) {
 // and their callers would wait forever.
 func (a *activationActor) retire(c actor.Context, cause error) {
 	a.retired = messages.Errorf(CodeActivationFailed,
-		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.id, cause)
+		"subagent %q activation can no longer run its session (%v); the message was not accepted", a.c.childID(), cause)
 	c.Send(c.Parent(), &retire{pid: c.Self()})
 }
 
@@ -442,60 +482,100 @@ func (a *activationActor) start(c actor.Context) {
 			}
 		}
 		var err error
-		if res, err = a.m.deps.Store.Resume(context.Background(), a.c.id); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.id, err.Error()))
+		if res, err = a.m.deps.Store.Resume(context.Background(), a.c.childID()); err != nil {
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: restoring after a restart failed: %s", a.c.childID(), err.Error()))
 			a.retire(c, err)
 			return
 		}
 	}
 	a.c.started = true
 	h := res.Header
-	a.born, a.epoch = headerRest{origin: intern(h.Origin), seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
-	a.desc = turnDescOf(ParseDescriptor(res.Descriptor))
-	a.base, a.baseSeq, a.hist, a.state = int32(res.Messages), res.LogSeq, nil, res.State
+	a.born, a.epoch = headerRest{seedLength: int32(h.SeedLength), createdAt: h.CreatedAt, version: int32(h.Version)}, h.Epoch
+	d, _ := ParseDescriptor(res.Descriptor)
+	a.desc = turnDescOf(h.Origin, d)
+	a.base, a.hist, a.state = int32(res.Messages), nil, res.State
 	toRun := res.ToRun
 	for _, m := range res.CutOff {
-		if m.ID == a.c.recorded { // its turn start is logged, but the turn never ran
+		if m.ID == a.c.recorded() { // its turn start is logged, but the turn never ran
 			toRun = append([]session.InboxMessage{m}, toRun...)
+			// Its input, logged with its turn start, is the log's last message: not
+			// its turn's history (runTurn counts it, as the first incarnation did,
+			// whose restore was as of before it).
+			a.base--
 			continue
 		}
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch,
 			session.Entry{Kind: session.EntryTurnAborted, InboxID: m.ID, StopReason: subagent.StopAborted}); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a cut-off turn as aborted failed: %s", a.c.childID(), err.Error()))
 		}
 		a.c.opened, a.c.final, a.c.stop = true, nil, intern(subagent.StopAborted)
 	}
-	owned := make([]string, 0, len(a.c.owned))
-	for id := range a.c.owned {
-		owned = append(owned, id)
-	}
-	a.apply(c, a.core.Restore(toRun, owned))
+	a.apply(c, a.core.Restore(toRun, nil)) // a reincarnation's core still owns its children
 }
 
-// history is the turn's Turn.History: in memory once loaded, else read from the
-// store on demand (the log up to baseSeq) and followed by the messages held in
-// memory; a read is sent back to the actor (historyLoaded), which keeps it, so
-// it is read at most once per incarnation while runners keep asking.
-func (a *activationActor) history(c actor.Context) subagent.History {
+// history is the Turn.History of the turn quiet names, whose input is input (not
+// counted yet): in memory once loaded, else read from the store on demand (the
+// log's first base messages: the log is append-only, and what it holds after
+// them — this turn's input, later turns — is left out) and followed by the
+// messages held in memory; a read is sent back to the actor (historyLoaded),
+// which keeps it, so it is read at most once per incarnation while runners keep
+// asking.
+func (a *activationActor) history(c actor.Context, quiet chan struct{}, input subagent.Message) subagent.History {
 	if a.base == 0 {
-		return subagent.HistoryOf(slices.Clip(a.hist))
+		return subagent.HistoryOf(slices.Clip(a.kept()))
 	}
-	store, id, base, seq, tail := a.m.deps.Store, a.c.id, int(a.base), a.baseSeq, slices.Clip(a.hist)
+	store, id, base, tail := a.m.deps.Store, a.c.childID(), int(a.base), slices.Clip(a.kept())
 	root, self := c.ActorSystem().Root, c.Self()
 	return subagent.LazyHistory(base+len(tail), func(ctx context.Context) ([]subagent.Message, error) {
-		entries, err := store.History(ctx, id, seq)
+		entries, err := store.History(ctx, id, math.MaxUint64)
 		if err != nil {
 			return nil, err
 		}
-		msgs := make([]subagent.Message, len(entries), len(entries)+len(tail))
-		for i, e := range entries {
+		n := min(len(entries), base) // fewer: the history read reports the mismatch
+		msgs := make([]subagent.Message, n, n+len(tail))
+		for i, e := range entries[:n] {
 			msgs[i] = toMessage(e)
 		}
-		if len(msgs) == base {
-			root.Send(self, &historyLoaded{seq: seq, msgs: msgs[:base:base]})
+		if n == base {
+			root.Send(self, &historyLoaded{quiet: quiet, msgs: msgs[:base:base], input: input})
 		}
 		return append(msgs, tail...), nil
 	})
+}
+
+// loaded keeps a history a runner read (see hist): the read's messages are the
+// log's first ones (any read of the first n is the same: the log is
+// append-only), so it is kept if they are all the store holds apart from hist —
+// base of them, or, while hist is empty, base less the input of the turn that
+// read them, counted at its start.
+func (a *activationActor) loaded(m *historyLoaded) {
+	switch n := len(m.msgs); {
+	case a.hist != nil && a.base > 0 && n == int(a.base):
+		*a.hist = append(m.msgs, *a.hist...)
+	case a.hist == nil && a.turning && m.quiet == a.c.quiet && n+1 == int(a.base):
+		h := append(m.msgs, m.input) // msgs has no room: a copy of its own
+		a.hist = &h
+	default:
+		return
+	}
+	a.base = 0
+}
+
+// kept returns the history's messages held in memory (see hist).
+func (a *activationActor) kept() []subagent.Message {
+	if a.hist == nil {
+		return nil
+	}
+	return *a.hist
+}
+
+// keep holds ms in memory after the history's other messages, and every later
+// message with them (see hist).
+func (a *activationActor) keep(ms ...subagent.Message) {
+	if a.hist == nil {
+		a.hist = new([]subagent.Message)
+	}
+	*a.hist = append(*a.hist, ms...)
 }
 
 func toMessage(e session.Entry) subagent.Message {
@@ -517,9 +597,9 @@ func fromBlocks(bs []subagent.Block) []session.Block {
 // apply carries out a core effect.
 func (a *activationActor) apply(c actor.Context, eff Effect) {
 	for _, d := range eff.Discarded {
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch,
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch,
 			session.Entry{Kind: session.EntryDiscarded, InboxID: d.ID}); err != nil {
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a discarded message failed: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording a discarded message failed: %s", a.c.childID(), err.Error()))
 		}
 	}
 	if eff.CancelTurn {
@@ -529,7 +609,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 		a.runTurn(c, *eff.StartTurn)
 	}
 	if eff.Settle {
-		c.Send(c.Parent(), &settled{id: a.c.id})
+		c.Send(c.Parent(), &settled{id: a.c.childID()})
 	}
 	if eff.Finish {
 		a.finish(c)
@@ -537,7 +617,7 @@ func (a *activationActor) apply(c actor.Context, eff Effect) {
 }
 
 func (a *activationActor) stopTurn(cause error) {
-	if a.token != 0 && a.c.cancel != nil {
+	if a.turning && a.c.cancel != nil {
 		a.c.cancel(cause)
 	}
 }
@@ -557,10 +637,10 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	for _, b := range in.Content {
 		input.Content = append(input.Content, subagent.Block{Type: b.Type, Text: b.Text})
 	}
-	if in.ID == "" || in.ID != a.c.recorded {
-		if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, turnStart(in)...); err != nil {
+	if in.ID == "" || in.ID != a.c.recorded() {
+		if err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, turnStart(in)...); err != nil {
 			// A stale epoch: another activation owns the session now. Stop appending.
-			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.id, err.Error()))
+			a.m.logger.Warn(fmt.Sprintf("subagent: %s: turn not started: %s", a.c.childID(), err.Error()))
 			a.retire(c, err)
 			return
 		}
@@ -568,33 +648,43 @@ func (a *activationActor) runTurn(c actor.Context, in session.InboxMessage) {
 	a.c.opened = true
 	fault.Yield(PointActivationTurnStart)
 	ctx, cancel := context.WithCancelCause(withTurnAgent(context.Background(), a.c.agent))
-	a.token, a.c.cancel = turnTokens.Add(1), cancel // together: a crash after this cancels it
-	turn := subagent.Turn{Session: a.c.id, Depth: int(a.c.depth),
-		History: a.history(c), Input: input,
+	a.turning, a.c.cancel = true, cancel // together: a crash after this cancels it
+	quiet := make(chan struct{})
+	names := a.desc.names.get()
+	turn := subagent.Turn{Session: a.c.childID(), Depth: int(a.c.depth),
+		History: a.history(c, quiet, input), Input: input,
 		Persona: a.desc.persona(), ToolFilter: a.desc.toolFilter(),
-		Provider: a.desc.provider.String(), Cwd: a.c.cwd.String(), State: a.state}
-	if p, m := a.desc.agentProvider.String(), a.desc.agentModel.String(); p != "" || m != "" {
+		Provider: names.provider, Cwd: a.c.cwd(), State: a.state}
+	if p, m := names.agentProvider, names.agentModel; p != "" || m != "" {
 		turn.Options = &subagent.AgentOptions{Provider: p, Model: m}
 	}
-	a.hist = append(a.hist, input)
+	if a.hist != nil {
+		a.keep(input)
+	} else {
+		a.base++ // the store has it since its turn start (see hist)
+	}
 	a.c.agent.SetBusy(true)
-	root, self, runner, token := c.ActorSystem().Root, c.Self(), a.m.deps.Runner, a.token
-	quiet := make(chan struct{})
-	a.c.quiet = quiet
-	a.c.recorded = "" // its turn runs now: a restart from here on finds it cut off
+	root, self, runner := c.ActorSystem().Root, c.Self(), a.m.deps.Runner
+	a.c.quiet = quiet                           // only now: a restart waits for it to close (HandleFailure, start)
+	if in.ID != "" && in.ID == a.c.recorded() { // it runs now: a restart from here on finds it cut off
+		a.c.preState &^= preRecorded
+		if a.c.preState&preAnswered != 0 {
+			a.c.pre = nil
+		}
+	}
 	go func() {
 		defer close(quiet)
 		res, produced, state := subagent.RunOneTurnState(ctx, runner, turn)
 		cancel(nil)
-		root.Send(self, &turnEnded{token: token, inbox: in.ID, res: res, produced: produced, state: state})
+		root.Send(self, &turnEnded{quiet: quiet, inbox: in.ID, res: res, produced: produced, state: state})
 	}()
 }
 
 func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
-	if a.token == 0 || m.token != a.token {
+	if !a.turning || m.quiet != a.c.quiet {
 		return // a turn of an earlier incarnation, already recorded aborted
 	}
-	a.token = 0
+	a.turning = false
 	// Its RunTurn has returned: a restart has no turn to cancel or wait for (and an
 	// idle Activation keeps neither the turn's context nor its channel).
 	a.c.quiet, a.c.cancel = nil, nil
@@ -608,10 +698,15 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 		entries = append(entries, session.Entry{Kind: session.EntryProviderState, State: m.state})
 		a.state = m.state
 	}
-	if err := a.m.deps.Store.Append(context.Background(), a.c.id, a.epoch, entries...); err != nil {
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.id, err.Error()))
+	switch err := a.m.deps.Store.Append(context.Background(), a.c.childID(), a.epoch, entries...); {
+	case err != nil:
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: recording the turn's end failed: %s", a.c.childID(), err.Error()))
+		a.keep(m.produced...) // the store misses them: hist holds them
+	case a.hist != nil:
+		a.keep(m.produced...)
+	default:
+		a.base += int32(len(m.produced)) // the store has them since this Append (see hist)
 	}
-	a.hist = append(a.hist, m.produced...)
 	a.c.final, a.c.stop = fromBlocks(m.res.Output), intern(m.res.StopReason)
 	a.c.agent.SetBusy(false)
 	a.apply(c, a.core.TurnEnded())
@@ -624,7 +719,7 @@ func (a *activationActor) turnEnded(c actor.Context, m *turnEnded) {
 // A runner that is a subagent.SessionReleaser releases the session first, once per
 // epoch (no turn runs any more); its failure is logged and joins the dispose's.
 func (a *activationActor) finish(c actor.Context) {
-	root, self, agent, id := c.ActorSystem().Root, c.Self(), a.c.agent, a.c.id
+	root, self, agent, id := c.ActorSystem().Root, c.Self(), a.c.agent, a.c.childID()
 	rel, _ := a.m.deps.Runner.(subagent.SessionReleaser)
 	logger := a.m.logger
 	go func() {
@@ -641,20 +736,20 @@ func (a *activationActor) finish(c actor.Context) {
 // disposed is the activation's last word to the directory: the settlement notice
 // (nil unless some delivery was accepted in this epoch) and the end event's data.
 func (a *activationActor) disposed(err error) *disposed {
-	stop := a.c.stop.String()
+	stop := a.c.stop.get()
 	if stop == "" {
 		stop = subagent.StopAborted // it never finished a turn in this epoch
 	}
-	d := &disposed{id: a.c.id, err: err, runID: a.c.runID, provider: a.desc.provider.String(), stop: stop}
+	d := &disposed{id: a.c.childID(), err: err, runID: a.c.runID, provider: a.desc.names.get().provider, stop: stop}
 	for _, b := range a.c.final {
 		d.last += b.Text
 	}
 	if !a.c.announce {
 		return d
 	}
-	summary := SummaryLine(a.c.id, stop)
-	msg := owner.Message{ID: "settled-" + a.c.id + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
-		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.c.id}}
+	summary := SummaryLine(a.c.childID(), stop)
+	msg := owner.Message{ID: "settled-" + a.c.childID() + "-" + strconv.FormatUint(a.epoch, 10), Role: "user", Text: summary,
+		Source: owner.Source{Kind: "subagent-settled", Form: "notice", Summary: owner.BoundSummary(summary), SenderSessionID: a.c.childID()}}
 	if a.c.opened && len(a.c.final) > 0 {
 		msg.More = append(msg.More, "Its closing message:")
 		for _, b := range a.c.final {

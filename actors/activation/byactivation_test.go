@@ -19,7 +19,7 @@ func TestByActivationReadsTheChildIDOffTheName(t *testing.T) {
 	}
 	ids := []string{"plain", "with-dash-7", "a/activation-b-3", "-", "9"}
 	for k, id := range ids {
-		d.acts[id] = &entry{carry: carry{id: id}, pid: pidOf(id, uint64(10+k))}
+		d.acts[id] = &entry{pid: pidOf(id, uint64(10+k))}
 	}
 	for k, id := range ids {
 		require.Same(t, d.acts[id], d.byActivation(pidOf(id, uint64(10+k))), "child %q", id)

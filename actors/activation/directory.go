@@ -105,14 +105,14 @@ type liveEntry struct {
 }
 
 // entry is a live activation as the directory knows it. It holds its actor's
-// carry (one allocation for both): the carry's identity fields (id, label, agent,
-// parent, up, and the header's parentSes, parentKind, depth and cwd) are
-// written before the spawn and never after, so the directory
-// reads them as its own; the rest of the carry is the actor's (the directory reads
-// its turn's quiet and cancel only once the actor has crashed, see HandleFailure),
-// and the fields below are the directory's alone.
+// carry (one allocation for both): the carry's identity fields (label, agent — whose
+// session is the child id —, parent, up, and the header's parent of record,
+// namespace, depth and cwd) are written before the spawn and never after, so the
+// directory reads them as its own; the rest of the carry is the actor's (the
+// directory reads its turn's quiet and cancel only once the actor has crashed, see
+// HandleFailure), and the fields below are the directory's alone.
 type entry struct {
-	carry               // what its actor keeps; id, label, agent, parent, parentSes, parentKind, depth, cwd
+	carry               // what its actor keeps; label, agent, parent, up, rec, depth
 	pid      *actor.PID // the Activation's
 	starting *pending   // the first acceptance is in flight: later operations wait
 	waiting  *[]any     // operations that arrived while starting or closing (nil: none)
@@ -171,7 +171,7 @@ func (d *directoryActor) Receive(c actor.Context) {
 			return
 		}
 		reply := m.reply
-		c.Send(e.pid, &report{to: d.recipient(e.parentSes, e.parentKind.String()), content: m.content, quiet: m.quiet,
+		c.Send(e.pid, &report{to: d.recipient(e.parentSes(), e.parentKind()), content: m.content, quiet: m.quiet,
 			reply: func(r acceptRes) { reply <- r }})
 	case *liveReq:
 		out := make(map[string]liveEntry, len(m.ids))

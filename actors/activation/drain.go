@@ -80,7 +80,7 @@ func (d *directoryActor) drainChildren(c actor.Context, m *drainChildrenReq) {
 		if e == nil {
 			continue // absent ids are no-ops
 		}
-		if e.parentSes != m.parent.Session() || e.parentKind.String() != d.kindOf(m.parent) {
+		if e.parentSes() != m.parent.Session() || e.parentKind() != d.kindOf(m.parent) {
 			m.reply <- unauthorized("subagent %q is not a direct child of agent %q", id, m.parent.Session())
 			return
 		}
@@ -115,8 +115,8 @@ func (d *directoryActor) drainBelow(c actor.Context, m *drainBelowReq) {
 			}
 		}
 		for _, ch := range d.children(p) {
-			d.subtree(ch.id, targets)
-			d.disposeTree(c, ch.id, false)
+			d.subtree(ch.childID(), targets)
+			d.disposeTree(c, ch.childID(), false)
 		}
 	}
 	reply := m.reply

@@ -44,9 +44,9 @@ func (d *directoryActor) indexProblems() []string {
 	for parent, set := range d.kids {
 		listed[parent] = map[string]*entry{}
 		for i, e := range set {
-			listed[parent][e.id] = e
+			listed[parent][e.childID()] = e
 			if int(e.kidAt) != i {
-				out = append(out, fmt.Sprintf("kids of %s: %s at %d says %d", parent, e.id, i, e.kidAt))
+				out = append(out, fmt.Sprintf("kids of %s: %s at %d says %d", parent, e.childID(), i, e.kidAt))
 			}
 		}
 		if len(set) == 0 {

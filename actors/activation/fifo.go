@@ -37,6 +37,11 @@ type Core struct {
 // NewCore returns an idle core.
 func NewCore() *Core { return &Core{} }
 
+// owning returns an idle core that owns c's children: a restarted Activation's
+// (activationActor.reincarnate), whose restore queues its messages again but
+// whose children are still its own.
+func (c *Core) owning() Core { return Core{owned: c.owned} }
+
 // Effect is what the shell must do after an event. Several fields may be set.
 type Effect struct {
 	StartTurn  *session.InboxMessage  // run this message's turn now

@@ -2,6 +2,7 @@ package activation_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 type countingStore struct {
 	*session.Memory
 	reads, heads, epochOrAccept, turnStarts, startsWithAccept atomic.Int64
+	failEnd                                                   atomic.Bool // the next append of a turn's end fails
 }
 
 func (s *countingStore) Head(ctx context.Context, id string) (session.Head, error) {
@@ -58,6 +60,9 @@ func (s *countingStore) Append(ctx context.Context, id string, epoch uint64, ent
 		if e.Kind == session.EntryTurnStart {
 			s.turnStarts.Add(1)
 		}
+		if e.Kind == session.EntryTurnEnd && s.failEnd.CompareAndSwap(true, false) {
+			return errors.New("store unavailable")
+		}
 	}
 	return s.Memory.Append(ctx, id, epoch, entries...)
 }
@@ -68,8 +73,9 @@ func (s *countingStore) History(ctx context.Context, id string, upTo uint64) ([]
 }
 
 // historyRunner answers "answer to <input>"; with read set it reads each turn's
-// whole history and reports it (its length before the read, and the texts). A
-// turn whose input is "wait" waits for gate.
+// whole history and reports it (its length before the read, and the texts), and
+// so does a turn whose input is "read". A turn whose input is "wait" waits for
+// gate.
 type historyRunner struct {
 	read  bool
 	gate  chan struct{}
@@ -84,7 +90,7 @@ func (r *historyRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subage
 	}
 	r.lens <- turn.History.Len()
 	var texts []string
-	if r.read {
+	if r.read || in == "read" {
 		ms, err := turn.History.Messages(ctx)
 		if err != nil {
 			return subagent.TurnResult{}, err
@@ -98,7 +104,9 @@ func (r *historyRunner) RunTurn(ctx context.Context, turn subagent.Turn) (subage
 		Content: []subagent.Block{{Type: "text", Text: "answer to " + in}}}}}, nil
 }
 
-func historyRig(t *testing.T, runner *historyRunner) (*countingStore, func(text string), func(), *owner.Agent, chan owner.Message) {
+// historyRig starts the manager; its start starts child c1 with the prompt
+// "task" (or the one given).
+func historyRig(t *testing.T, runner *historyRunner) (*countingStore, func(text string), func(prompt ...string), *owner.Agent, chan owner.Message) {
 	sys, _ := troupetest.Served(t)
 	rt, err := subagent.NewRuntime(sys.Actors(), sys.Scope(), nil)
 	require.NoError(t, err)
@@ -111,8 +119,12 @@ func historyRig(t *testing.T, runner *historyRunner) (*countingStore, func(text 
 	parent, err := sys.NewAgent(nil, "P", owner.Options{Surface: in})
 	require.NoError(t, err)
 	require.NoError(t, sys.Jobs().RegisterAgent(context.Background(), parent))
-	start := func() {
-		_, _, err := m.Start(context.Background(), parent, "spawn", "h", "c1", subagent.Request{Prompt: "task"})
+	start := func(prompt ...string) {
+		p := "task"
+		if len(prompt) > 0 {
+			p = prompt[0]
+		}
+		_, _, err := m.Start(context.Background(), parent, "spawn", "h", "c1", subagent.Request{Prompt: p})
 		require.NoError(t, err)
 	}
 	followup := func(text string) {
@@ -153,6 +165,51 @@ func TestColdResumeReadsTheHistoryOnDemandOnce(t *testing.T) {
 	require.Equal(t, []string{"user: task", "assistant: answer to task"}, recv(t, runner.turns))
 	require.Equal(t, 4, recv(t, runner.lens))
 	require.Equal(t, []string{"user: task", "assistant: answer to task", "user: wait", "assistant: answer to wait"},
+		recv(t, runner.turns))
+	recv(t, notices)
+	require.Equal(t, int64(1), store.reads.Load(), "read once, then kept")
+}
+
+// A resident Activation keeps no copy of a history its runner has not read: once
+// a turn's messages are in the store (its input since its start, its output since
+// its end), the Activation drops them, and the next turn's runner that asks reads
+// them from there — the whole history, in order, the turn's own input left out —
+// and the Activation keeps that read.
+func TestAResidentActivationKeepsNoHistoryItsRunnerDidNotRead(t *testing.T) {
+	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
+	store, followup, start, _, notices := historyRig(t, runner)
+	start("wait")
+	followup("read") // queued behind "wait": the Activation stays resident between the two
+	followup("read")
+	close(runner.gate)
+	require.Equal(t, 0, recv(t, runner.lens))
+	require.Empty(t, recv(t, runner.turns))
+	require.Equal(t, 2, recv(t, runner.lens))
+	require.Equal(t, []string{"user: wait", "assistant: answer to wait"}, recv(t, runner.turns))
+	require.Equal(t, int64(1), store.reads.Load(), "the first turn's messages were read from the store")
+	require.Equal(t, 4, recv(t, runner.lens))
+	require.Equal(t, []string{"user: wait", "assistant: answer to wait", "user: read", "assistant: answer to read"},
+		recv(t, runner.turns))
+	recv(t, notices)
+	require.Equal(t, int64(1), store.reads.Load(), "read once, then kept")
+}
+
+// A turn whose end the store missed keeps its output in memory: the next turn's
+// history is what the store holds (the first turn's input) followed by it.
+func TestATurnEndTheStoreMissedStaysInTheHistory(t *testing.T) {
+	runner := &historyRunner{gate: make(chan struct{}), turns: make(chan []string, 8), lens: make(chan int, 8)}
+	store, followup, start, _, notices := historyRig(t, runner)
+	store.failEnd.Store(true)
+	start("wait")
+	followup("read")
+	followup("read")
+	close(runner.gate)
+	recv(t, runner.lens)
+	recv(t, runner.turns)
+	require.Equal(t, 2, recv(t, runner.lens))
+	require.Equal(t, []string{"user: wait", "assistant: answer to wait"}, recv(t, runner.turns))
+	require.Equal(t, 4, recv(t, runner.lens))
+	require.Equal(t, []string{"user: wait", "assistant: answer to wait", "user: read", "assistant: answer to read"},
 		recv(t, runner.turns))
 	recv(t, notices)
 	require.Equal(t, int64(1), store.reads.Load(), "read once, then kept")

@@ -39,22 +39,22 @@ func closingErr(id string) error {
 // caller is answered before any model request and before the Session log has the
 // message, case 146).
 func (a *activationActor) submit(c actor.Context, m *submit) {
-	if m.pre && a.c.pre != nil {
+	if m.pre && a.c.pre != nil && a.c.preState&preAnswered == 0 {
 		a.preAccepted(c, m)
 		return
 	}
 	if !m.first {
 		if m.parent == nil || !a.m.live(context.Background(), m.parent) {
-			m.answer(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.id)})
+			m.answer(acceptRes{err: unauthorized("subagent %q delivery requires the exact live parent agent", a.c.childID())})
 			return
 		}
-		if authorisedSession(m.parent, m.source) != a.c.parentSes || m.parentKind != a.c.parentKind.String() {
-			m.answer(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.id)})
+		if rec := a.c.rec.get(); authorisedSession(m.parent, m.source) != rec.parentSes || m.parentKind != rec.parentKind {
+			m.answer(acceptRes{err: unauthorized("subagent %q belongs to another parent session", a.c.childID())})
 			return
 		}
 	}
 	if a.core.Closing() {
-		m.answer(acceptRes{err: closingErr(a.c.id)})
+		m.answer(acceptRes{err: closingErr(a.c.childID())})
 		return
 	}
 	if m.ctx != nil && m.ctx.Err() != nil {
@@ -69,7 +69,7 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 			return
 		}
 		m.answer(acceptRes{err: messages.Errorf(subagent.CodePersistenceUnavailable,
-			"subagent %q: the message could not be made durable (%v); it was not accepted", a.c.id, err)})
+			"subagent %q: the message could not be made durable (%v); it was not accepted", a.c.childID(), err)})
 		return
 	}
 	fault.Yield(PointActivationAccept)
@@ -83,16 +83,19 @@ func (a *activationActor) submit(c actor.Context, m *submit) {
 // then queues it. A restarted incarnation answers alone: its restore, from the
 // store, queued the message.
 func (a *activationActor) preAccepted(c actor.Context, m *submit) {
-	held, id := a.held, a.c.pre.ID
-	a.held, a.c.pre = nil, nil
+	held, pre := a.held, a.c.pre
+	a.held, a.c.preState = false, a.c.preState|preAnswered
+	if a.c.preState&preRecorded == 0 { // else kept until its turn runs (carry.recorded)
+		a.c.pre = nil
+	}
 	fault.Yield(PointActivationAccept)
 	a.announce()
-	m.answer(acceptRes{id: id})
+	m.answer(acceptRes{id: pre.ID})
 	if fault.Point(PointActivationRecordedCrash) {
 		panic("activation: planted crash after a cold restore's answer (" + PointActivationRecordedCrash + ")")
 	}
-	if held != nil {
-		a.apply(c, a.core.Admit(*held, true))
+	if held {
+		a.apply(c, a.core.Admit(*pre, true))
 	}
 }
 
@@ -103,8 +106,8 @@ func (a *activationActor) announce() {
 	}
 	a.c.announce = true
 	if rt := a.m.deps.Runtime; rt != nil {
-		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.provider.String(),
-			ID: a.c.id, Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
+		a.c.runID = rt.Emit(subagent.Event{Type: subagent.EventStart, Provider: a.desc.names.get().provider,
+			ID: a.c.childID(), Local: true, Parent: subagent.RefOf(a.c.parent)}).RunID
 	}
 }
 
@@ -112,7 +115,7 @@ func (a *activationActor) announce() {
 func (a *activationActor) accept(content []session.Block, src session.Source, quiet bool) (session.InboxMessage, error) {
 	msg := session.InboxMessage{ID: newMessageID(), Content: content,
 		Source: src, AcceptedAt: a.m.now(), Quiet: quiet}
-	return a.m.deps.Store.Accept(context.Background(), a.c.id, a.epoch, msg)
+	return a.m.deps.Store.Accept(context.Background(), a.c.childID(), a.epoch, msg)
 }
 
 // inbox takes a message for this child agent's own loop (its children's notices
@@ -128,7 +131,7 @@ func (a *activationActor) inbox(c actor.Context, m *inboxIn) {
 	msg, err := a.accept(content, session.Source{Kind: m.msg.Source.Kind, Form: m.msg.Source.Form,
 		SenderSessionID: m.msg.Source.SenderSessionID}, !m.wake)
 	if err != nil {
-		a.m.logger.Warn(fmt.Sprintf("subagent: %s: an inbox message was not accepted: %s", a.c.id, err.Error()))
+		a.m.logger.Warn(fmt.Sprintf("subagent: %s: an inbox message was not accepted: %s", a.c.childID(), err.Error()))
 		return
 	}
 	a.apply(c, a.core.Admit(msg, m.wake))
@@ -138,10 +141,10 @@ func (a *activationActor) inbox(c actor.Context, m *inboxIn) {
 func (a *activationActor) interrupt(c actor.Context, auth Authority) error {
 	kind := "user"
 	switch {
-	case auth.Ancestor == nil && auth.ParentSession != a.c.parentSes:
-		return unauthorized("subagent %q belongs to another parent session", a.c.id)
+	case auth.Ancestor == nil && auth.ParentSession != a.c.parentSes():
+		return unauthorized("subagent %q belongs to another parent session", a.c.childID())
 	case auth.Ancestor != nil && !a.c.hasAncestor(auth.Ancestor.PID().Id):
-		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.id, auth.Ancestor.Session())
+		return unauthorized("subagent %q is not a live descendant of agent %q", a.c.childID(), auth.Ancestor.Session())
 	case a.core.Closing():
 		return nil
 	case auth.Ancestor != nil:
@@ -162,8 +165,8 @@ func (a *activationActor) report(m *report) {
 		return
 	}
 	id := "report-" + strconv.FormatUint(msgIDs.Add(1), 10)
-	msg := owner.Message{ID: id, Role: "user", Text: "Background subagent " + a.c.id + " reported:",
-		Source: owner.Source{Kind: "subagent-report", Form: "relay", SenderSessionID: a.c.id}}
+	msg := owner.Message{ID: id, Role: "user", Text: "Background subagent " + a.c.childID() + " reported:",
+		Source: owner.Source{Kind: "subagent-report", Form: "relay", SenderSessionID: a.c.childID()}}
 	for _, b := range m.content {
 		msg.More = append(msg.More, b.Text)
 	}

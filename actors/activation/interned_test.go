@@ -7,13 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// An Activation keeps its descriptor's provider and model names and its header's
-// origin interned: equal names decoded for two Activations are one copy, and the
-// zero value reads "" (an Activation that never restored).
+// An Activation keeps its header's origin and its descriptor's provider and model
+// names as one interned value: equal names decoded for two Activations are one
+// copy, and the zero value reads "" (an Activation that never restored).
 func TestInternedNamesShareOneCopy(t *testing.T) {
-	a, b := intern(string([]byte("provider-x"))), intern(string([]byte("provider-x")))
-	require.Equal(t, "provider-x", a.String())
-	require.Equal(t, unsafe.StringData(a.String()), unsafe.StringData(b.String()), "two copies of one name")
-	require.Empty(t, interned{}.String())
-	require.Empty(t, (&activationActor{}).desc.provider.String())
+	names := func() descNames {
+		return descNames{origin: "subagent", provider: string([]byte("provider-x")), agentModel: string([]byte("m"))}
+	}
+	a, b := turnDescOf("subagent", Descriptor{Provider: "provider-x", AgentModel: "m"}), turnDescOf(names().origin, Descriptor{Provider: names().provider, AgentModel: names().agentModel})
+	require.Equal(t, names(), a.names.get())
+	require.Equal(t, unsafe.StringData(a.names.get().provider), unsafe.StringData(b.names.get().provider), "two copies of one name")
+	require.Empty(t, interned[string]{}.get())
+	require.Equal(t, descNames{}, (&activationActor{}).desc.names.get())
 }

@@ -44,7 +44,7 @@ func (d *directoryActor) disposeTree(c actor.Context, id string, keep bool) {
 		c.Send(e.pid, &beginDispose{force: true, keep: keep})
 	}
 	for _, ch := range d.children(e.agent) {
-		d.disposeTree(c, ch.id, keep)
+		d.disposeTree(c, ch.childID(), keep)
 	}
 }
 
@@ -56,7 +56,7 @@ func (d *directoryActor) subtree(id string, into map[string]bool) {
 	}
 	into[id] = true
 	for _, ch := range d.children(e.agent) {
-		d.subtree(ch.id, into)
+		d.subtree(ch.childID(), into)
 	}
 }
 
@@ -138,23 +138,23 @@ func (d *directoryActor) release(c actor.Context, m *disposed) {
 // Activation gets it in its own inbox, ahead of the release (same mailbox order);
 // any other parent through its owner actor, which picks the lane.
 func (d *directoryActor) notify(c actor.Context, e *entry, msg owner.Message) {
-	pid := d.recipient(e.parentSes, e.parentKind.String())
+	pid := d.recipient(e.parentSes(), e.parentKind())
 	if pid == nil {
 		return
 	}
 	var recipient *owner.Agent // its handle, when the directory has it
-	pe := d.agentEntry(e.parentSes, pid)
+	pe := d.agentEntry(e.parentSes(), pid)
 	if pe != nil {
 		recipient = pe.agent
 	} else if e.parent.PID().Equal(pid) {
 		recipient = e.parent
 	}
-	closing := d.lineageClosing(e.parentSes, pid, recipient)
+	closing := d.lineageClosing(e.parentSes(), pid, recipient)
 	if pe != nil {
 		c.Send(pe.pid, &inboxIn{msg: msg, wake: !closing})
 		return
 	}
-	c.Send(pid, &deliver.ChildNotice{ChildID: e.id, Message: msg, LineageClosing: closing})
+	c.Send(pid, &deliver.ChildNotice{ChildID: e.childID(), Message: msg, LineageClosing: closing})
 }
 
 // retire stops an Activation that asked to (its epoch was fenced or its restore
@@ -176,12 +176,12 @@ func (d *directoryActor) terminated(c actor.Context, who *actor.PID) {
 	if e == nil {
 		return // released or rolled back before it stopped
 	}
-	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s stopped unexpectedly; its child agent is disposed", e.id))
+	d.m.logger.Warn(fmt.Sprintf("subagent: activation %s stopped unexpectedly; its child agent is disposed", e.childID()))
 	d.forget(c, e)
 	if p := e.starting; p != nil {
-		err := messages.Errorf(CodeActivationFailed, "subagent %q activation failed; the message was not accepted", e.id)
+		err := messages.Errorf(CodeActivationFailed, "subagent %q activation failed; the message was not accepted", e.childID())
 		if p.start != nil {
-			_ = d.m.deps.Store.Delete(context.Background(), e.id)
+			_ = d.m.deps.Store.Delete(context.Background(), e.childID())
 			p.start.reply <- startRes{err: err}
 		} else {
 			p.resume.refuse(err) // dropped if the Activation answered before it stopped

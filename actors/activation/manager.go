@@ -83,7 +83,8 @@ type Deps struct {
 	// Jobs is the agent service: exact live parents, notice and report recipients.
 	// nil: the manager is unavailable (CONTINUATION_UNAVAILABLE, SPEC §6.1).
 	Jobs *registry.Client
-	// NewAgent spawns and registers the agent instance of a child session. inbox is
+	// NewAgent spawns and registers the agent instance of a child session, whose
+	// own session is that child's id (the directory refuses any other). inbox is
 	// the child's own Activation inbox, the default delivery surface of its agent.
 	NewAgent func(session string, inbox owner.Surface) (*owner.Agent, error)
 	// Cwd, if set, is a top-level parent's working directory, copied into its

@@ -75,7 +75,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 	}
 	parentDepth, cwd := 0, ""
 	if pe := d.parentEntry(m.parent); pe != nil {
-		parentDepth, cwd = int(pe.depth), pe.cwd.String()
+		parentDepth, cwd = int(pe.depth), pe.cwd()
 	} else if d.m.deps.Cwd != nil {
 		cwd = d.m.deps.Cwd(m.parent)
 	}
@@ -114,7 +114,7 @@ func (d *directoryActor) start(c actor.Context, m *startReq) {
 func (d *directoryActor) closingLineage(parent *owner.Agent) error {
 	if pe := d.parentEntry(parent); pe != nil && pe.closing {
 		return messages.Errorf(subagent.CodeActivationClosing,
-			"subagent parent %q is being disposed; the child was not established", pe.id)
+			"subagent parent %q is being disposed; the child was not established", pe.childID())
 	}
 	if a := d.disposingLineage(parent); a != nil {
 		return messages.Errorf(subagent.CodeActivationClosing,
@@ -128,9 +128,9 @@ func (d *directoryActor) closingLineage(parent *owner.Agent) error {
 // Activation (submit.answer).
 func (d *directoryActor) submitFirst(c actor.Context, e *entry, s *submit) {
 	if pe := d.parentEntry(e.parent); pe != nil {
-		c.Send(pe.pid, &ownChild{id: e.id}) // owned before its first message can be accepted
+		c.Send(pe.pid, &ownChild{id: e.childID()}) // owned before its first message can be accepted
 	}
-	root, self, id := c.ActorSystem().Root, c.Self(), e.id
+	root, self, id := c.ActorSystem().Root, c.Self(), e.childID()
 	s.toDirectory = func(r acceptRes) { root.Send(self, &firstAccepted{id: id, res: r}) }
 	c.Send(e.pid, s)
 }
@@ -151,7 +151,7 @@ func (d *directoryActor) firstAccepted(c actor.Context, m *firstAccepted) {
 	default: // the caller has its answer from the Activation (submit.answer)
 		if m.res.err != nil && !e.closing {
 			// A cold resume that accepted nothing: the Activation is settled.
-			d.settled(c, e.id)
+			d.settled(c, e.childID())
 		}
 	}
 	d.redispatch(c, e)
@@ -243,6 +243,10 @@ func (d *directoryActor) newChildAgent(c actor.Context, id string) (*owner.Agent
 		}
 		return nil, nil, err
 	}
+	if agent.Session() != id { // the directory reads the child id off its agent (carry.childID)
+		d.dropChildAgent(agent)
+		return nil, nil, fmt.Errorf("activation: NewAgent made an agent of session %q for child %q", agent.Session(), id)
+	}
 	return agent, surface, nil
 }
 
@@ -268,14 +272,14 @@ func (d *directoryActor) spawnActivation(c actor.Context, id string, parent *own
 	if pe := d.parentEntry(parent); pe != nil {
 		up = &pe.carry
 	}
-	e := &entry{carry: carry{id: id, label: label, agent: agent, parent: parent, up: up, pre: pre,
-		parentSes: h.ParentSession, parentKind: intern(h.ParentKind), depth: int32(h.DelegationDepth), cwd: intern(h.Cwd)}}
+	e := &entry{carry: carry{label: label, agent: agent, parent: parent, up: up, pre: pre, depth: int32(h.DelegationDepth),
+		rec: intern(parentage{parentSes: h.ParentSession, parentKind: h.ParentKind, cwd: h.Cwd})}}
 	if started {
-		e.carry.recorded = pre.ID
+		e.carry.preState = preRecorded
 	}
-	// The first incarnation's restore and held message reach the producer through
-	// d.spawning (see activationProps), for the span of this SpawnNamed.
-	d.spawning = spawning{c: &e.carry, res: res, held: pre}
+	// The first incarnation's restore reaches the producer through d.spawning (see
+	// activationProps), for the span of this SpawnNamed.
+	d.spawning = spawning{c: &e.carry, res: res}
 	pid, err := c.SpawnNamed(d.activationProps(), name)
 	d.spawning = spawning{}
 	if err != nil {
@@ -318,13 +322,12 @@ func (d *directoryActor) byActivation(pid *actor.PID) *entry {
 	return nil
 }
 
-// spawning is what the producer of the Activation being spawned takes: its carry,
-// and the first incarnation's restore and held message (activationActor.res and
-// held).
+// spawning is what the producer of the Activation being spawned takes: its carry
+// and the first incarnation's restore (activationActor.res); the carry's pre, if
+// any, is the message that incarnation holds (activationActor.held).
 type spawning struct {
-	c    *carry
-	res  *session.Resumed
-	held *session.InboxMessage
+	c   *carry
+	res *session.Resumed
 }
 
 // activationProps returns the one Props every Activation of this directory is
@@ -348,7 +351,7 @@ func (d *directoryActor) activationProps() *actor.Props {
 				panic("activation: an Activation's actor was re-created outside its spawn")
 			}
 			d.spawning = spawning{}
-			return &activationActor{m: m, c: s.c, res: s.res, held: s.held}
+			return &activationActor{m: m, c: s.c, res: s.res, held: s.c.pre != nil}
 		}, actor.WithMailbox(mailbox.NewLinked))
 		if m.deps.Dispatcher != nil {
 			d.props = d.props.Configure(actor.WithDispatcher(m.deps.Dispatcher))
@@ -359,7 +362,7 @@ func (d *directoryActor) activationProps() *actor.Props {
 
 // index adds e to the directory and to every index.
 func (d *directoryActor) index(e *entry) {
-	d.acts[e.id] = e
+	d.acts[e.childID()] = e
 	parent := e.parent.PID().Id
 	e.kidAt = int32(len(d.kids[parent]))
 	d.kids[parent] = append(d.kids[parent], e)
@@ -369,8 +372,8 @@ func (d *directoryActor) index(e *entry) {
 // longer the one recorded for its id (already replaced) leaves the new one alone.
 func (d *directoryActor) unindex(e *entry) {
 	delete(d.failures, e.pid.Id)
-	if d.acts[e.id] == e {
-		delete(d.acts, e.id)
+	if d.acts[e.childID()] == e {
+		delete(d.acts, e.childID())
 	}
 	parent := e.parent.PID().Id
 	if set := d.kids[parent]; int(e.kidAt) < len(set) && set[e.kidAt] == e {
@@ -397,7 +400,7 @@ func (d *directoryActor) forget(c actor.Context, e *entry) {
 	agent := e.agent
 	go func() { _ = agent.Dispose(context.Background()) }()
 	if pe := d.parentEntry(e.parent); pe != nil {
-		c.Send(pe.pid, &dropChild{id: e.id})
+		c.Send(pe.pid, &dropChild{id: e.childID()})
 	}
 }
 
@@ -408,6 +411,6 @@ func (d *directoryActor) rollback(c actor.Context, e *entry) {
 	d.forget(c, e)
 	d.stopping(e.pid, supervision.CauseTeardown)
 	c.Stop(e.pid)
-	_ = d.m.deps.Store.Delete(context.Background(), e.id)
+	_ = d.m.deps.Store.Delete(context.Background(), e.childID())
 	d.checkWaits()
 }

@@ -27,7 +27,7 @@ func (d *directoryActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervi
 	rs *actor.RestartStatistics, reason any, message any) {
 	id := ""
 	if e := d.byActivation(child); e != nil {
-		id = e.id
+		id = e.childID()
 	}
 	err := messages.Errorf(CodeActivationFailed,
 		"subagent %q activation failed while handling the message (%v); it restarts from its persisted session", id, reason)

@@ -274,6 +274,7 @@ func TestColdRestoreCrashBeforeItsRecordedTurnRunsIt(t *testing.T) {
 	require.True(t, r.logs.Contains("planted crash after a cold restore's answer"), "%v", r.logs.Lines())
 
 	require.Equal(t, []string{"task", "again"}, r.ran())
+	require.Equal(t, 2, r.runner.Turns()[1].History.Len(), "its history is the first turn's, not its own input too")
 	snap, err := r.store.Load(ctx, "c")
 	require.NoError(t, err)
 	var kinds []string
@@ -329,4 +330,24 @@ func TestColdRestoreWhoseAgentFailsLogsItsRecordedTurnAborted(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"Its closing message:", "after done"}, r.notice(t).More)
 	require.Equal(t, []string{"task", "after"}, r.ran(), "the refused message never ran")
+}
+
+// A child's agent must be of the child's session (Deps.NewAgent): the directory
+// reads the child id off it. An agent of another session is refused and disposed,
+// and nothing of the child is left: no Activation, no registration, no session.
+func TestAChildAgentOfAnotherSessionIsRefused(t *testing.T) {
+	r := newRig(t, func(turn subagent.Turn) (subagent.Reply, bool) {
+		return subagent.Reply{Text: turn.Input.Text() + " done"}, true
+	}, false, func(d *activation.Deps) {
+		newAgent := d.NewAgent
+		d.NewAgent = func(id string, inbox owner.Surface) (*owner.Agent, error) { return newAgent(id+"-other", inbox) }
+	})
+	ctx := context.Background()
+	_, _, err := r.m.Start(ctx, r.parent, "spawn", "research", "c", subagent.Request{Prompt: "task"})
+	require.ErrorContains(t, err, `NewAgent made an agent of session "c-other" for child "c"`)
+	require.Zero(t, r.m.Live(ctx), "no Activation is left")
+	require.Nil(t, r.sys.Jobs().RegisteredAgent(ctx, "c-other"), "the agent is unregistered")
+	_, err = r.store.Load(ctx, "c")
+	require.Error(t, err, "the session is deleted")
+	require.Empty(t, r.m.IndexProblems())
 }

@@ -87,7 +87,7 @@
 // supervision actor applies and forwards it on its own run (troupe's worker pool,
 // InspectorConfig.Dispatcher), never inside the sender's — the registry does not
 // pay for the tree. While nobody subscribes, events wait in that mailbox and wake
-// no worker until 256 of them wait or another message comes (a query: Snapshot,
+// no worker until 1,024 of them wait or another message comes (a query: Snapshot,
 // Stats, a TreeSnapshotRequest — queued behind them, its run applies them first,
 // so what a query returns is as above); a subscription makes each event wake the
 // actor again, so a follower's events come as soon as they are applied. A

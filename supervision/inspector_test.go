@@ -378,8 +378,8 @@ func TestInspectorEventsWaitForAQueryWhileNobodySubscribes(t *testing.T) {
 	require.NoError(t, err)
 	defer sub.Cancel()
 	before = d.runs.Load()
-	supervision.Emit(root, in.PID(), spawned(jobRef(1 << 20), registry))
+	supervision.Emit(root, in.PID(), spawned(jobRef(1<<20), registry))
 	require.Equal(t, before+1, d.runs.Load(), "a subscriber makes each event schedule a run")
 	e := next(t, sub)
-	require.Equal(t, jobRef(1 << 20), e.Node)
+	require.Equal(t, jobRef(1<<20), e.Node)
 }

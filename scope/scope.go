@@ -19,9 +19,11 @@ var nextID atomic.Uint64
 // Scope is a node of the registration tree. The zero value is not usable; make a
 // root with NewRoot and children with Child.
 //
-// Every live agent incarnation has one, so it is kept to 96 B: what only some
-// scopes use is made on first use — its chain by the first Chain, its children's
-// list by the first Child, and what a disposal needs by the first Dispose.
+// Every live agent incarnation has one, with two effects, so it is kept to 64 B
+// (README "Performance": memory per idle resident activation): its effects are a list linked
+// through the effects themselves (no slice), and what only some scopes use is made
+// on first use — its chain by the first Chain, and its children's list and its
+// disposal (more) by the first Child or Dispose.
 type Scope struct {
 	label  string
 	parent *Scope
@@ -30,16 +32,27 @@ type Scope struct {
 
 	mu struct {
 		sync.Mutex
-		effects  []*Effect
-		children *[]*Scope // nil: none made yet
-		disposal *disposal // nil until Dispose begins: non-nil is disposed
+		newest *Effect // the live effects, newest first, linked by Effect.older
+		more   *more   // nil until the first Child or Dispose
 	}
 }
 
-// disposal is a scope's teardown once it has begun.
-type disposal struct {
-	done chan struct{} // closed when the teardown has finished
-	err  error         // written before done closes, read after
+// more is what a scope with children, or being disposed, holds beside its effects.
+type more struct {
+	children []*Scope
+	done     chan struct{} // nil until Dispose begins (non-nil is disposed); closed when the teardown has finished
+	err      error         // written before done closes, read after
+}
+
+// disposing reports whether Dispose has begun on s. s.mu must be held.
+func (s *Scope) disposing() bool { return s.mu.more != nil && s.mu.more.done != nil }
+
+// extra returns s's more, made on first use. s.mu must be held.
+func (s *Scope) extra() *more {
+	if s.mu.more == nil {
+		s.mu.more = new(more)
+	}
+	return s.mu.more
 }
 
 // NewRoot makes a global scope: the root of a new tree.
@@ -52,13 +65,11 @@ func (s *Scope) Child(label string) (*Scope, error) {
 	c := &Scope{label: label, parent: s, id: ID(nextID.Add(1))}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposal != nil {
+	if s.disposing() {
 		return nil, disposedErr(s)
 	}
-	if s.mu.children == nil {
-		s.mu.children = new([]*Scope)
-	}
-	*s.mu.children = append(*s.mu.children, c)
+	m := s.extra()
+	m.children = append(m.children, c)
 	return c, nil
 }
 
@@ -93,7 +104,7 @@ func (s *Scope) Root() bool { return s.parent == nil }
 func (s *Scope) Disposed() bool {
 	for p := s; p != nil; p = p.parent {
 		p.mu.Lock()
-		d := p.mu.disposal != nil
+		d := p.disposing()
 		p.mu.Unlock()
 		if d {
 			return true
@@ -103,18 +114,22 @@ func (s *Scope) Disposed() bool {
 }
 
 // Effect is one registration in a scope: 48 B (an agent incarnation's scope holds
-// two). mu makes its run once: the first Run runs fn under it, a concurrent one
-// waits for it, and res holds the outcome (nil: not run yet).
+// two). Its run is once: the first Run takes fn (under the scope's lock) and runs
+// it, a concurrent Run waits for that run, and a later one returns its outcome.
 type Effect struct {
 	scope *Scope
 	label string
-	fn    func(context.Context) error
-	mu    sync.Mutex
-	res   *error // &ranOK for a nil error (no allocation)
+	fn    func(context.Context) error // nil once its run has begun
+	older *Effect                     // the next older live effect of scope; under scope's lock
+	run   *effectRun                  // nil until its run begins; under scope's lock
 }
 
-// ranOK is the outcome of every effect that returned nil.
-var ranOK error
+// effectRun is an effect's run: mu is held while fn runs, err is its outcome
+// (written before mu is unlocked, read after it is locked).
+type effectRun struct {
+	mu  sync.Mutex
+	err error
+}
 
 // Label names the effect (for example `jobs.ownerCleanup()`).
 func (e *Effect) Label() string { return e.label }
@@ -124,38 +139,44 @@ func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, erro
 	e := &Effect{scope: s, label: label, fn: fn}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposal != nil {
+	if s.disposing() {
 		return nil, disposedErr(s)
 	}
-	s.mu.effects = append(s.mu.effects, e)
+	e.older, s.mu.newest = s.mu.newest, e
 	return e, nil
 }
 
 // Run removes the effect from its scope and runs it, once; later calls return the
 // first call's error without running it again.
 func (e *Effect) Run(ctx context.Context) error {
-	e.Detach()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.res == nil {
-		if err := e.call(ctx); err != nil {
-			e.res = &err
-		} else {
-			e.res = &ranOK
-		}
-		e.fn = nil // run: what it captured is garbage now
+	s := e.scope
+	s.mu.Lock()
+	s.unlink(e)
+	r := e.run
+	if r != nil {
+		s.mu.Unlock()
+		r.mu.Lock() // held by the first Run until its fn has returned
+		defer r.mu.Unlock()
+		return r.err
 	}
-	return *e.res
+	r = new(effectRun)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn := e.fn
+	e.run, e.fn = r, nil // what fn captured is garbage once it has run
+	s.mu.Unlock()
+	r.err = e.call(ctx, fn)
+	return r.err
 }
 
 // call runs fn, turning a panic into an error.
-func (e *Effect) call(ctx context.Context) (err error) {
+func (e *Effect) call(ctx context.Context, fn func(context.Context) error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
 		}
 	}()
-	return e.fn(ctx)
+	return fn(ctx)
 }
 
 // Detach removes the effect from its scope without running it. The effect can
@@ -164,8 +185,16 @@ func (e *Effect) Detach() {
 	s := e.scope
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.Index(s.mu.effects, e); i >= 0 {
-		s.mu.effects = slices.Delete(s.mu.effects, i, i+1)
+	s.unlink(e)
+}
+
+// unlink removes e from s's live effects if it is one. s.mu must be held.
+func (s *Scope) unlink(e *Effect) {
+	for p := &s.mu.newest; *p != nil; p = &(*p).older {
+		if *p == e {
+			*p, e.older = e.older, nil
+			return
+		}
 	}
 }
 
@@ -173,9 +202,14 @@ func (e *Effect) Detach() {
 func (s *Scope) Effects() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, len(s.mu.effects))
-	for i, e := range s.mu.effects {
-		out[i] = e.label
+	n := 0
+	for e := s.mu.newest; e != nil; e = e.older {
+		n++
+	}
+	out := make([]string, n)
+	for e := s.mu.newest; e != nil; e = e.older {
+		n--
+		out[n] = e.label
 	}
 	return out
 }
@@ -186,28 +220,24 @@ func (s *Scope) Effects() []string {
 // same teardown. The returned error joins the effects' errors, or is ctx's error.
 func (s *Scope) Dispose(ctx context.Context) error {
 	s.mu.Lock()
-	d := s.mu.disposal
-	if d == nil {
-		d = &disposal{done: make(chan struct{})}
-		s.mu.disposal = d
-		go s.teardown(d)
+	m := s.extra()
+	if m.done == nil {
+		m.done = make(chan struct{})
+		go s.teardown(m)
 	}
 	s.mu.Unlock()
 	select {
-	case <-d.done:
-		return d.err
+	case <-m.done:
+		return m.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
-func (s *Scope) teardown(d *disposal) {
+func (s *Scope) teardown(m *more) {
 	s.mu.Lock()
-	var children []*Scope
-	if s.mu.children != nil {
-		children = *s.mu.children
-	}
-	s.mu.children = nil
+	children := m.children
+	m.children = nil
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range slices.Backward(children) {
@@ -217,28 +247,26 @@ func (s *Scope) teardown(d *disposal) {
 	}
 	for {
 		s.mu.Lock()
-		n := len(s.mu.effects)
-		if n == 0 {
-			s.mu.Unlock()
+		e := s.mu.newest
+		s.mu.Unlock()
+		if e == nil {
 			break
 		}
-		e := s.mu.effects[n-1]
-		s.mu.Unlock()
 		if err := e.Run(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	d.err = errors.Join(errs...)
+	m.err = errors.Join(errs...)
 	if p := s.parent; p != nil {
 		p.mu.Lock()
-		if kids := p.mu.children; kids != nil {
-			if i := slices.Index(*kids, s); i >= 0 {
-				*kids = slices.Delete(*kids, i, i+1)
+		if pm := p.mu.more; pm != nil {
+			if i := slices.Index(pm.children, s); i >= 0 {
+				pm.children = slices.Delete(pm.children, i, i+1)
 			}
 		}
 		p.mu.Unlock()
 	}
-	close(d.done)
+	close(m.done)
 }
 
 func disposedErr(s *Scope) error {

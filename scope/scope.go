@@ -114,17 +114,25 @@ func (s *Scope) Disposed() bool {
 }
 
 // Effect is one registration in a scope: 48 B (an agent incarnation's scope holds
-// two). Its run is once: the first Run takes fn (under the scope's lock) and runs
-// it, a concurrent Run waits for that run, and a later one returns its outcome.
+// two). Its run is once: the first Run takes what it does (under the scope's lock)
+// and runs it, a concurrent Run waits for that run, and a later one returns its
+// outcome.
 type Effect struct {
 	scope *Scope
 	label string
-	fn    func(context.Context) error // nil once its run has begun
-	older *Effect                     // the next older live effect of scope; under scope's lock
-	run   *effectRun                  // nil until its run begins; under scope's lock
+	older *Effect // the next older live effect of scope; under scope's lock
+	// do is, until its run begins, what it runs: a func(context.Context) error
+	// (Add) or a Disposer (AddDisposer); then its *effectRun. Under scope's lock.
+	do any
 }
 
-// effectRun is an effect's run: mu is held while fn runs, err is its outcome
+// Disposer is an effect's teardown as a method (AddDisposer): an effect whose
+// state is one pointer registers it with no closure of its own.
+type Disposer interface {
+	Dispose(context.Context) error
+}
+
+// effectRun is an effect's run: mu is held while it runs, err is its outcome
 // (written before mu is unlocked, read after it is locked).
 type effectRun struct {
 	mu  sync.Mutex
@@ -136,7 +144,18 @@ func (e *Effect) Label() string { return e.label }
 
 // Add registers fn under label. fn runs at most once: on e.Run or on scope disposal.
 func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, error) {
-	e := &Effect{scope: s, label: label, fn: fn}
+	return s.add(label, fn)
+}
+
+// AddDisposer registers d under label, as Add registers d.Dispose, without a
+// closure: d.Dispose runs at most once, on e.Run or on scope disposal.
+func (s *Scope) AddDisposer(label string, d Disposer) (*Effect, error) {
+	return s.add(label, d)
+}
+
+// add registers do, a func(context.Context) error or a Disposer.
+func (s *Scope) add(label string, do any) (*Effect, error) {
+	e := &Effect{scope: s, label: label, do: do}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposing() {
@@ -152,31 +171,33 @@ func (e *Effect) Run(ctx context.Context) error {
 	s := e.scope
 	s.mu.Lock()
 	s.unlink(e)
-	r := e.run
-	if r != nil {
+	if r, ok := e.do.(*effectRun); ok {
 		s.mu.Unlock()
-		r.mu.Lock() // held by the first Run until its fn has returned
+		r.mu.Lock() // held by the first Run until what it runs has returned
 		defer r.mu.Unlock()
 		return r.err
 	}
-	r = new(effectRun)
+	r := new(effectRun)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fn := e.fn
-	e.run, e.fn = r, nil // what fn captured is garbage once it has run
+	do := e.do
+	e.do = r // what do captured is garbage once it has run
 	s.mu.Unlock()
-	r.err = e.call(ctx, fn)
+	r.err = e.call(ctx, do)
 	return r.err
 }
 
-// call runs fn, turning a panic into an error.
-func (e *Effect) call(ctx context.Context, fn func(context.Context) error) (err error) {
+// call runs do, turning a panic into an error.
+func (e *Effect) call(ctx context.Context, do any) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
 		}
 	}()
-	return fn(ctx)
+	if fn, ok := do.(func(context.Context) error); ok {
+		return fn(ctx)
+	}
+	return do.(Disposer).Dispose(ctx)
 }
 
 // Detach removes the effect from its scope without running it. The effect can

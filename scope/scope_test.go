@@ -410,17 +410,60 @@ func TestAnAgentScopeIsTheScopeAndItsTwoEffects(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(Effect{}), uintptr(48), "unsafe.Sizeof(Effect{})")
 	root := NewRoot("global")
 	t.Cleanup(func() { require.NoError(t, root.Dispose(context.Background())) })
-	fn := func(context.Context) error { return nil }
+	fn, d := func(context.Context) error { return nil }, &counter{}
 	kids := make([]*Scope, 0, 1000)
 	allocs := testing.AllocsPerRun(500, func() {
 		c, err := root.Child("agent:s")
 		require.NoError(t, err)
 		kids = append(kids, c)
-		_, err = c.Add("owner.stop()", fn)
+		_, err = c.AddDisposer("owner.stop()", d)
 		require.NoError(t, err)
 		_, err = c.Add("agents.unregister()", fn)
 		require.NoError(t, err)
 	})
 	require.EqualValues(t, 3, allocs, "an agent scope's allocations: the scope and its two effects")
 	require.Equal(t, []string{"owner.stop()", "agents.unregister()"}, kids[0].Effects())
+}
+
+// counter is a Disposer: its Dispose counts its runs (or panics).
+type counter struct {
+	runs  int
+	panic bool
+}
+
+func (c *counter) Dispose(context.Context) error {
+	c.runs++
+	if c.panic {
+		panic("boom")
+	}
+	return nil
+}
+
+// A Disposer is registered without a closure: AddDisposer allocates the effect
+// alone, and the effect runs d.Dispose once, as Add's runs its func.
+func TestAddDisposerRunsItOnceWithNoClosure(t *testing.T) {
+	root := NewRoot("global")
+	d := &counter{}
+	allocs := testing.AllocsPerRun(100, func() {
+		e, err := root.AddDisposer("counter.dispose()", d)
+		require.NoError(t, err)
+		e.Detach()
+	})
+	require.EqualValues(t, 1, allocs, "AddDisposer's allocations")
+	require.Zero(t, d.runs, "a detached disposer does not run")
+
+	e, err := root.AddDisposer("counter.dispose()", d)
+	require.NoError(t, err)
+	require.Equal(t, []string{"counter.dispose()"}, root.Effects())
+	require.NoError(t, e.Run(t.Context()))
+	require.NoError(t, e.Run(t.Context()))
+	require.Equal(t, 1, d.runs, "run once")
+
+	p := &counter{panic: true}
+	_, err = root.AddDisposer("panics()", p)
+	require.NoError(t, err)
+	require.ErrorContains(t, root.Dispose(t.Context()), "scope effect panics() panicked: boom")
+	require.Equal(t, 1, p.runs)
+	_, err = root.AddDisposer("late", d)
+	require.ErrorIs(t, err, messages.ErrScopeDisposed)
 }

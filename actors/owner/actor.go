@@ -214,7 +214,7 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	a := &Agent{pid: pid, scope: sc, root: root}
 	// First in the mailbox: no one else has the PID yet.
 	root.Send(pid, &ownerInit{agent: a, surface: surface, logger: logger})
-	if _, err := sc.Add(EffectLabel, a.stop); err != nil {
+	if _, err := sc.AddDisposer(EffectLabel, (*stopping)(a)); err != nil {
 		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
 		// stop are reported as any incarnation's are.
 		root.Poison(pid)
@@ -223,11 +223,14 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	return a, nil
 }
 
-// stop is the Scope effect that stops the owner actor (EffectLabel). Poison, not
-// Stop: a notice sent before the jobs' teardown finished (an unclaimed settlement)
-// is already queued and must be delivered first; Stop, a system message, would
-// overtake it and drop it. A method value, not a closure: 16 B, not 24.
-func (a *Agent) stop(context.Context) error { return a.root.PoisonFuture(a.pid).Wait() }
+// stopping is an Agent as the Scope effect that stops its owner actor
+// (EffectLabel): a conversion of its handle, no closure. Poison, not Stop: a
+// notice sent before the jobs' teardown finished (an unclaimed settlement) is
+// already queued and must be delivered first; Stop, a system message, would
+// overtake it and drop it.
+type stopping Agent
+
+func (s *stopping) Dispose(context.Context) error { return s.root.PoisonFuture(s.pid).Wait() }
 
 // ErrEmptySession is the refusal of an agent with the empty session id.
 func ErrEmptySession() error {

@@ -113,49 +113,72 @@ func (s *Scope) Disposed() bool {
 	return false
 }
 
-// Effect is one registration in a scope: 48 B (an agent incarnation's scope holds
-// two). Its run is once: the first Run takes what it does (under the scope's lock)
-// and runs it, a concurrent Run waits for that run, and a later one returns its
-// outcome.
+// Effect is one registration in a scope: 32 B (an agent incarnation's scope holds
+// two, both Disposers). Its run is once: the first Run takes what it does (under
+// the scope's lock) and runs it, a concurrent Run waits for that run, and a later
+// one returns its outcome.
 type Effect struct {
 	scope *Scope
-	label string
 	older *Effect // the next older live effect of scope; under scope's lock
-	// do is, until its run begins, what it runs: a func(context.Context) error
-	// (Add) or a Disposer (AddDisposer); then its *effectRun. Under scope's lock.
+	// do is, until its run begins, what it runs: a *funcEffect (Add) or a Disposer
+	// (AddDisposer); then its *effectRun. Under scope's lock.
 	do any
 }
 
-// Disposer is an effect's teardown as a method (AddDisposer): an effect whose
-// state is one pointer registers it with no closure of its own.
+// Disposer is an effect's teardown as methods (AddDisposer): an effect whose state
+// is one pointer registers it with no closure and no label of its own.
 type Disposer interface {
 	Dispose(context.Context) error
+	Label() string // the effect's label (for example `owner.stop()`)
+}
+
+// funcEffect is an Add's effect: its label and its func.
+type funcEffect struct {
+	label string
+	fn    func(context.Context) error
 }
 
 // effectRun is an effect's run: mu is held while it runs, err is its outcome
 // (written before mu is unlocked, read after it is locked).
 type effectRun struct {
-	mu  sync.Mutex
-	err error
+	mu    sync.Mutex
+	err   error
+	label string
+}
+
+// labelOf returns the label of an effect's do.
+func labelOf(do any) string {
+	switch d := do.(type) {
+	case *funcEffect:
+		return d.label
+	case *effectRun:
+		return d.label
+	default:
+		return d.(Disposer).Label()
+	}
 }
 
 // Label names the effect (for example `jobs.ownerCleanup()`).
-func (e *Effect) Label() string { return e.label }
+func (e *Effect) Label() string {
+	e.scope.mu.Lock()
+	defer e.scope.mu.Unlock()
+	return labelOf(e.do)
+}
 
 // Add registers fn under label. fn runs at most once: on e.Run or on scope disposal.
 func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, error) {
-	return s.add(label, fn)
+	return s.add(&funcEffect{label: label, fn: fn})
 }
 
-// AddDisposer registers d under label, as Add registers d.Dispose, without a
+// AddDisposer registers d under d.Label(), as Add registers d.Dispose, without a
 // closure: d.Dispose runs at most once, on e.Run or on scope disposal.
-func (s *Scope) AddDisposer(label string, d Disposer) (*Effect, error) {
-	return s.add(label, d)
+func (s *Scope) AddDisposer(d Disposer) (*Effect, error) {
+	return s.add(d)
 }
 
-// add registers do, a func(context.Context) error or a Disposer.
-func (s *Scope) add(label string, do any) (*Effect, error) {
-	e := &Effect{scope: s, label: label, do: do}
+// add registers do, a *funcEffect or a Disposer.
+func (s *Scope) add(do any) (*Effect, error) {
+	e := &Effect{scope: s, do: do}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposing() {
@@ -171,31 +194,31 @@ func (e *Effect) Run(ctx context.Context) error {
 	s := e.scope
 	s.mu.Lock()
 	s.unlink(e)
-	if r, ok := e.do.(*effectRun); ok {
+	do := e.do
+	if r, ok := do.(*effectRun); ok {
 		s.mu.Unlock()
 		r.mu.Lock() // held by the first Run until what it runs has returned
 		defer r.mu.Unlock()
 		return r.err
 	}
-	r := new(effectRun)
+	r := &effectRun{label: labelOf(do)}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	do := e.do
 	e.do = r // what do captured is garbage once it has run
 	s.mu.Unlock()
-	r.err = e.call(ctx, do)
+	r.err = call(ctx, do, r.label)
 	return r.err
 }
 
 // call runs do, turning a panic into an error.
-func (e *Effect) call(ctx context.Context, do any) (err error) {
+func call(ctx context.Context, do any, label string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
+			err = fmt.Errorf("scope effect %s panicked: %v", label, v)
 		}
 	}()
-	if fn, ok := do.(func(context.Context) error); ok {
-		return fn(ctx)
+	if f, ok := do.(*funcEffect); ok {
+		return f.fn(ctx)
 	}
 	return do.(Disposer).Dispose(ctx)
 }
@@ -230,7 +253,7 @@ func (s *Scope) Effects() []string {
 	out := make([]string, n)
 	for e := s.mu.newest; e != nil; e = e.older {
 		n--
-		out[n] = e.label
+		out[n] = labelOf(e.do)
 	}
 	return out
 }

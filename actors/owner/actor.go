@@ -214,7 +214,7 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	a := &Agent{pid: pid, scope: sc, root: root}
 	// First in the mailbox: no one else has the PID yet.
 	root.Send(pid, &ownerInit{agent: a, surface: surface, logger: logger})
-	if _, err := sc.AddDisposer(EffectLabel, (*stopping)(a)); err != nil {
+	if _, err := sc.AddDisposer((*stopping)(a)); err != nil {
 		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
 		// stop are reported as any incarnation's are.
 		root.Poison(pid)
@@ -231,6 +231,8 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 type stopping Agent
 
 func (s *stopping) Dispose(context.Context) error { return s.root.PoisonFuture(s.pid).Wait() }
+
+func (*stopping) Label() string { return EffectLabel }
 
 // ErrEmptySession is the refusal of an agent with the empty session id.
 func ErrEmptySession() error {

@@ -627,7 +627,7 @@ func (c *Client) registerAgent(ctx context.Context, a, replaces *owner.Agent) er
 		}
 		return firstErr(werr, err)
 	}
-	_, err := a.Scope().AddDisposer("agents.unregister()", &unregistration{c: c, a: a})
+	_, err := a.Scope().AddDisposer(&unregistration{c: c, a: a})
 	if err != nil {
 		c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: make(chan error, 1)})
 		return err
@@ -643,6 +643,8 @@ type unregistration struct {
 }
 
 func (u *unregistration) Dispose(ctx context.Context) error { return u.c.UnregisterAgent(ctx, u.a) }
+
+func (*unregistration) Label() string { return "agents.unregister()" }
 
 // RegisteredAgent returns the PID of the instance registered for session, or nil
 // (also when no agent registry is mounted, and when ctx ends or the system stops

@@ -101,7 +101,13 @@ func (a *Agent) Stats(ctx context.Context) (Stats, error) {
 }
 
 // Session returns the agent's session id.
-func (a *Agent) Session() string { return a.scope.Label()[len(scopeLabelPrefix):] }
+// The zero Agent (not Spawn's) has none: "".
+func (a *Agent) Session() string {
+	if a.scope == nil {
+		return ""
+	}
+	return a.scope.Label()[len(scopeLabelPrefix):]
+}
 
 // PID returns the owner actor's PID: the identity of this incarnation.
 func (a *Agent) PID() *actor.PID { return a.pid }
@@ -110,7 +116,11 @@ func (a *Agent) PID() *actor.PID { return a.pid }
 func (a *Agent) Scope() *scope.Scope { return a.scope }
 
 // Incarnation returns the process-unique incarnation number.
+// The zero Agent (not Spawn's) has none: 0.
 func (a *Agent) Incarnation() uint64 {
+	if a.pid == nil {
+		return 0
+	}
 	n, _ := strconv.ParseUint(a.pid.Id[len(actorNamePrefix):], 10, 64) // Spawn named it
 	return n
 }

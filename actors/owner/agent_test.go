@@ -34,4 +34,7 @@ func TestAgentIsItsThreePointers(t *testing.T) {
 		require.Equal(t, `agent "`+session+`" (`+a.PID().Id+`)`, a.String())
 		require.NoError(t, a.Dispose(t.Context()))
 	}
+	var zero Agent // not Spawn's: no session, no incarnation
+	require.Empty(t, zero.Session())
+	require.Zero(t, zero.Incarnation())
 }

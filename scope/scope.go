@@ -19,9 +19,11 @@ var nextID atomic.Uint64
 // Scope is a node of the registration tree. The zero value is not usable; make a
 // root with NewRoot and children with Child.
 //
-// Every live agent incarnation has one, so it is kept to 96 B: what only some
-// scopes use is made on first use — its chain by the first Chain, its children's
-// list by the first Child, and what a disposal needs by the first Dispose.
+// Every live agent incarnation has one, with two effects, so it is kept to 64 B
+// (README "Performance": memory per idle resident activation): its effects are a list linked
+// through the effects themselves (no slice), and what only some scopes use is made
+// on first use — its chain by the first Chain, and its children's list and its
+// disposal (more) by the first Child or Dispose.
 type Scope struct {
 	label  string
 	parent *Scope
@@ -30,16 +32,27 @@ type Scope struct {
 
 	mu struct {
 		sync.Mutex
-		effects  []*Effect
-		children *[]*Scope // nil: none made yet
-		disposal *disposal // nil until Dispose begins: non-nil is disposed
+		newest *Effect // the live effects, newest first, linked by Effect.older
+		more   *more   // nil until the first Child or Dispose
 	}
 }
 
-// disposal is a scope's teardown once it has begun.
-type disposal struct {
-	done chan struct{} // closed when the teardown has finished
-	err  error         // written before done closes, read after
+// more is what a scope with children, or being disposed, holds beside its effects.
+type more struct {
+	children []*Scope
+	done     chan struct{} // nil until Dispose begins (non-nil is disposed); closed when the teardown has finished
+	err      error         // written before done closes, read after
+}
+
+// disposing reports whether Dispose has begun on s. s.mu must be held.
+func (s *Scope) disposing() bool { return s.mu.more != nil && s.mu.more.done != nil }
+
+// extra returns s's more, made on first use. s.mu must be held.
+func (s *Scope) extra() *more {
+	if s.mu.more == nil {
+		s.mu.more = new(more)
+	}
+	return s.mu.more
 }
 
 // NewRoot makes a global scope: the root of a new tree.
@@ -52,13 +65,11 @@ func (s *Scope) Child(label string) (*Scope, error) {
 	c := &Scope{label: label, parent: s, id: ID(nextID.Add(1))}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposal != nil {
+	if s.disposing() {
 		return nil, disposedErr(s)
 	}
-	if s.mu.children == nil {
-		s.mu.children = new([]*Scope)
-	}
-	*s.mu.children = append(*s.mu.children, c)
+	m := s.extra()
+	m.children = append(m.children, c)
 	return c, nil
 }
 
@@ -93,7 +104,7 @@ func (s *Scope) Root() bool { return s.parent == nil }
 func (s *Scope) Disposed() bool {
 	for p := s; p != nil; p = p.parent {
 		p.mu.Lock()
-		d := p.mu.disposal != nil
+		d := p.disposing()
 		p.mu.Unlock()
 		if d {
 			return true
@@ -102,60 +113,114 @@ func (s *Scope) Disposed() bool {
 	return false
 }
 
-// Effect is one registration in a scope: 48 B (an agent incarnation's scope holds
-// two). mu makes its run once: the first Run runs fn under it, a concurrent one
-// waits for it, and res holds the outcome (nil: not run yet).
+// Effect is one registration in a scope: 32 B (an agent incarnation's scope holds
+// two, both Disposers). Its run is once: the first Run takes what it does (under
+// the scope's lock) and runs it, a concurrent Run waits for that run, and a later
+// one returns its outcome.
 type Effect struct {
 	scope *Scope
-	label string
-	fn    func(context.Context) error
-	mu    sync.Mutex
-	res   *error // &ranOK for a nil error (no allocation)
+	older *Effect // the next older live effect of scope; under scope's lock
+	// do is, until its run begins, what it runs: a *funcEffect (Add) or a Disposer
+	// (AddDisposer); then its *effectRun. Under scope's lock.
+	do any
 }
 
-// ranOK is the outcome of every effect that returned nil.
-var ranOK error
+// Disposer is an effect's teardown as methods (AddDisposer): an effect whose state
+// is one pointer registers it with no closure and no label of its own.
+type Disposer interface {
+	Dispose(context.Context) error
+	Label() string // the effect's label (for example `owner.stop()`)
+}
+
+// funcEffect is an Add's effect: its label and its func.
+type funcEffect struct {
+	label string
+	fn    func(context.Context) error
+}
+
+// effectRun is an effect's run: mu is held while it runs, err is its outcome
+// (written before mu is unlocked, read after it is locked).
+type effectRun struct {
+	mu    sync.Mutex
+	err   error
+	label string
+}
+
+// labelOf returns the label of an effect's do.
+func labelOf(do any) string {
+	switch d := do.(type) {
+	case *funcEffect:
+		return d.label
+	case *effectRun:
+		return d.label
+	default:
+		return d.(Disposer).Label()
+	}
+}
 
 // Label names the effect (for example `jobs.ownerCleanup()`).
-func (e *Effect) Label() string { return e.label }
+func (e *Effect) Label() string {
+	e.scope.mu.Lock()
+	defer e.scope.mu.Unlock()
+	return labelOf(e.do)
+}
 
 // Add registers fn under label. fn runs at most once: on e.Run or on scope disposal.
 func (s *Scope) Add(label string, fn func(context.Context) error) (*Effect, error) {
-	e := &Effect{scope: s, label: label, fn: fn}
+	return s.add(&funcEffect{label: label, fn: fn})
+}
+
+// AddDisposer registers d under d.Label(), as Add registers d.Dispose, without a
+// closure: d.Dispose runs at most once, on e.Run or on scope disposal.
+func (s *Scope) AddDisposer(d Disposer) (*Effect, error) {
+	return s.add(d)
+}
+
+// add registers do, a *funcEffect or a Disposer.
+func (s *Scope) add(do any) (*Effect, error) {
+	e := &Effect{scope: s, do: do}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.disposal != nil {
+	if s.disposing() {
 		return nil, disposedErr(s)
 	}
-	s.mu.effects = append(s.mu.effects, e)
+	e.older, s.mu.newest = s.mu.newest, e
 	return e, nil
 }
 
 // Run removes the effect from its scope and runs it, once; later calls return the
 // first call's error without running it again.
 func (e *Effect) Run(ctx context.Context) error {
-	e.Detach()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.res == nil {
-		if err := e.call(ctx); err != nil {
-			e.res = &err
-		} else {
-			e.res = &ranOK
-		}
-		e.fn = nil // run: what it captured is garbage now
+	s := e.scope
+	s.mu.Lock()
+	s.unlink(e)
+	do := e.do
+	if r, ok := do.(*effectRun); ok {
+		s.mu.Unlock()
+		r.mu.Lock() // held by the first Run until what it runs has returned
+		defer r.mu.Unlock()
+		return r.err
 	}
-	return *e.res
+	r := &effectRun{label: labelOf(do)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.do = r // what do captured is garbage once it has run
+	s.mu.Unlock()
+	r.err = call(ctx, do, r.label)
+	return r.err
 }
 
-// call runs fn, turning a panic into an error.
-func (e *Effect) call(ctx context.Context) (err error) {
+// call runs do, turning a panic into an error.
+func call(ctx context.Context, do any, label string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("scope effect %s panicked: %v", e.label, v)
+			err = fmt.Errorf("scope effect %s panicked: %v", label, v)
 		}
 	}()
-	return e.fn(ctx)
+	if f, ok := do.(*funcEffect); ok {
+		return f.fn(ctx)
+	}
+	return do.(Disposer).Dispose(ctx)
 }
 
 // Detach removes the effect from its scope without running it. The effect can
@@ -164,8 +229,16 @@ func (e *Effect) Detach() {
 	s := e.scope
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.Index(s.mu.effects, e); i >= 0 {
-		s.mu.effects = slices.Delete(s.mu.effects, i, i+1)
+	s.unlink(e)
+}
+
+// unlink removes e from s's live effects if it is one. s.mu must be held.
+func (s *Scope) unlink(e *Effect) {
+	for p := &s.mu.newest; *p != nil; p = &(*p).older {
+		if *p == e {
+			*p, e.older = e.older, nil
+			return
+		}
 	}
 }
 
@@ -173,9 +246,14 @@ func (e *Effect) Detach() {
 func (s *Scope) Effects() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, len(s.mu.effects))
-	for i, e := range s.mu.effects {
-		out[i] = e.label
+	n := 0
+	for e := s.mu.newest; e != nil; e = e.older {
+		n++
+	}
+	out := make([]string, n)
+	for e := s.mu.newest; e != nil; e = e.older {
+		n--
+		out[n] = labelOf(e.do)
 	}
 	return out
 }
@@ -186,28 +264,24 @@ func (s *Scope) Effects() []string {
 // same teardown. The returned error joins the effects' errors, or is ctx's error.
 func (s *Scope) Dispose(ctx context.Context) error {
 	s.mu.Lock()
-	d := s.mu.disposal
-	if d == nil {
-		d = &disposal{done: make(chan struct{})}
-		s.mu.disposal = d
-		go s.teardown(d)
+	m := s.extra()
+	if m.done == nil {
+		m.done = make(chan struct{})
+		go s.teardown(m)
 	}
 	s.mu.Unlock()
 	select {
-	case <-d.done:
-		return d.err
+	case <-m.done:
+		return m.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
-func (s *Scope) teardown(d *disposal) {
+func (s *Scope) teardown(m *more) {
 	s.mu.Lock()
-	var children []*Scope
-	if s.mu.children != nil {
-		children = *s.mu.children
-	}
-	s.mu.children = nil
+	children := m.children
+	m.children = nil
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range slices.Backward(children) {
@@ -217,28 +291,26 @@ func (s *Scope) teardown(d *disposal) {
 	}
 	for {
 		s.mu.Lock()
-		n := len(s.mu.effects)
-		if n == 0 {
-			s.mu.Unlock()
+		e := s.mu.newest
+		s.mu.Unlock()
+		if e == nil {
 			break
 		}
-		e := s.mu.effects[n-1]
-		s.mu.Unlock()
 		if err := e.Run(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	d.err = errors.Join(errs...)
+	m.err = errors.Join(errs...)
 	if p := s.parent; p != nil {
 		p.mu.Lock()
-		if kids := p.mu.children; kids != nil {
-			if i := slices.Index(*kids, s); i >= 0 {
-				*kids = slices.Delete(*kids, i, i+1)
+		if pm := p.mu.more; pm != nil {
+			if i := slices.Index(pm.children, s); i >= 0 {
+				pm.children = slices.Delete(pm.children, i, i+1)
 			}
 		}
 		p.mu.Unlock()
 	}
-	close(d.done)
+	close(m.done)
 }
 
 func disposedErr(s *Scope) error {

@@ -41,13 +41,23 @@ var guardian = supervision.OwnerStrategy()
 
 // Agent is a handle to one live agent incarnation. It is a value the embedder holds;
 // the state lives in the owner actor.
+//
+// Every idle resident Activation's agent has one, so it is kept to 24 B (README
+// "Performance": memory per idle resident activation): its session is read off its
+// scope's label (scopeLabelPrefix + session) and its incarnation number off its
+// owner actor's name (actorNamePrefix + the number), not copies of them.
 type Agent struct {
-	session     string
-	pid         *actor.PID
-	scope       *scope.Scope
-	incarnation uint64
-	root        *actor.RootContext
+	pid   *actor.PID
+	scope *scope.Scope
+	root  *actor.RootContext
 }
+
+// An agent's scope is labelled scopeLabelPrefix + its session, and its owner actor
+// named actorNamePrefix + its incarnation number (Spawn).
+const (
+	scopeLabelPrefix = "agent:"
+	actorNamePrefix  = "owner-"
+)
 
 // Options configure an owner actor.
 type Options struct {
@@ -91,7 +101,13 @@ func (a *Agent) Stats(ctx context.Context) (Stats, error) {
 }
 
 // Session returns the agent's session id.
-func (a *Agent) Session() string { return a.session }
+// The zero Agent (not Spawn's) has none: "".
+func (a *Agent) Session() string {
+	if a.scope == nil {
+		return ""
+	}
+	return a.scope.Label()[len(scopeLabelPrefix):]
+}
 
 // PID returns the owner actor's PID: the identity of this incarnation.
 func (a *Agent) PID() *actor.PID { return a.pid }
@@ -100,13 +116,20 @@ func (a *Agent) PID() *actor.PID { return a.pid }
 func (a *Agent) Scope() *scope.Scope { return a.scope }
 
 // Incarnation returns the process-unique incarnation number.
-func (a *Agent) Incarnation() uint64 { return a.incarnation }
+// The zero Agent (not Spawn's) has none: 0.
+func (a *Agent) Incarnation() uint64 {
+	if a.pid == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(a.pid.Id[len(actorNamePrefix):], 10, 64) // Spawn named it
+	return n
+}
 
 // Dispose ends the incarnation: it disposes the agent's scope, which tears down the
 // jobs it owns and then stops the owner actor. ctx stops the waiting only.
 func (a *Agent) Dispose(ctx context.Context) error { return a.scope.Dispose(ctx) }
 
-func (a *Agent) String() string { return fmt.Sprintf("agent %q (%s)", a.session, a.pid.Id) }
+func (a *Agent) String() string { return fmt.Sprintf("agent %q (%s)", a.Session(), a.pid.Id) }
 
 // Spawn starts the owner actor of a new incarnation of session, composed under parent.
 // watcher, if non-nil, receives Stopped when the actor stops.
@@ -181,7 +204,7 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 		return nil, ErrEmptySession()
 	}
 	inc := incarnations.Add(1)
-	sc, err := parent.Child("agent:" + session)
+	sc, err := parent.Child(scopeLabelPrefix + session)
 	if err != nil {
 		return nil, err
 	}
@@ -192,14 +215,16 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	if _, ok := surface.(InlineSurface); ok {
 		props = sp.inline
 	}
-	pid, err := root.SpawnNamed(props, "owner-"+strconv.FormatUint(inc, 10))
+	// One allocation, the name itself (a prefix + FormatUint was two past 99).
+	var name [len(actorNamePrefix) + 20]byte
+	pid, err := root.SpawnNamed(props, string(strconv.AppendUint(append(name[:0], actorNamePrefix...), inc, 10)))
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{session: session, pid: pid, scope: sc, incarnation: inc, root: root}
+	a := &Agent{pid: pid, scope: sc, root: root}
 	// First in the mailbox: no one else has the PID yet.
 	root.Send(pid, &ownerInit{agent: a, surface: surface, logger: logger})
-	if _, err := sc.Add(EffectLabel, a.stop); err != nil {
+	if _, err := sc.AddDisposer((*stopping)(a)); err != nil {
 		// Poison, not Stop: the actor takes its ownerInit first, so its spawn and
 		// stop are reported as any incarnation's are.
 		root.Poison(pid)
@@ -208,11 +233,16 @@ func (sp *Spawner) Spawn(parent *scope.Scope, session string, surface Surface, l
 	return a, nil
 }
 
-// stop is the Scope effect that stops the owner actor (EffectLabel). Poison, not
-// Stop: a notice sent before the jobs' teardown finished (an unclaimed settlement)
-// is already queued and must be delivered first; Stop, a system message, would
-// overtake it and drop it. A method value, not a closure: 16 B, not 24.
-func (a *Agent) stop(context.Context) error { return a.root.PoisonFuture(a.pid).Wait() }
+// stopping is an Agent as the Scope effect that stops its owner actor
+// (EffectLabel): a conversion of its handle, no closure. Poison, not Stop: a
+// notice sent before the jobs' teardown finished (an unclaimed settlement) is
+// already queued and must be delivered first; Stop, a system message, would
+// overtake it and drop it.
+type stopping Agent
+
+func (s *stopping) Dispose(context.Context) error { return s.root.PoisonFuture(s.pid).Wait() }
+
+func (*stopping) Label() string { return EffectLabel }
 
 // ErrEmptySession is the refusal of an agent with the empty session id.
 func ErrEmptySession() error {
@@ -302,7 +332,7 @@ func (o *ownerActor) Receive(c actor.Context) {
 		if o.sp.watcher != nil {
 			m := &Stopped{PID: c.Self()}
 			if o.agent != nil {
-				m.Session = o.agent.session
+				m.Session = o.agent.Session()
 			}
 			c.Send(o.sp.watcher, m)
 		}
@@ -322,7 +352,7 @@ func (o *ownerActor) reportLifecycle(c actor.Context) {
 	self := supervision.Ref{Kind: supervision.KindOwner, ID: c.Self().Id}
 	if _, started := c.Message().(*ownerInit); started {
 		supervision.Emit(c, o.sp.inspector, supervision.Event{Kind: supervision.Spawned, Node: self,
-			Actor: c.Self().Id, Session: o.agent.session})
+			Actor: c.Self().Id, Session: o.agent.Session()})
 		return
 	}
 	cause := supervision.CauseTeardown

@@ -193,7 +193,8 @@ type registryActor struct {
 	layers      map[scope.ID][]*registration // observers per scope layer, registration order
 
 	agentMounts int
-	agents      map[string]agentRec // session → registered instance and its wire credential (agents.go)
+	agents      map[string]agentRec // session → registered instance and its registration number (agents.go)
+	creds       credentials         // the wire credentials, derived from the registration numbers (auth.go)
 
 	observers map[string][]chan<- getRes // AwaitSettled callers per live job id
 
@@ -221,6 +222,7 @@ func newRegistryActor(cfg Config, client *Client) *registryActor {
 		controllers: map[scope.ID]int{},
 		layers:      map[scope.ID][]*registration{},
 		agents:      map[string]agentRec{},
+		creds:       newCredentials(),
 		observers:   map[string][]chan<- getRes{},
 		life:        lifecycle{jobs: supervision.JobStrategy()},
 	}

@@ -10,12 +10,14 @@ import (
 // The agent registry (SPEC §1.3 rule 27): session id → the registered instance;
 // its authority rules are in auth.go.
 
-// agentRec is a session's registered instance and its wire credential (auth.go):
-// one map entry per registered session, by value (56 B with its key), instead of
-// three maps (session → PID, PID Id → session, session → secret).
+// agentRec is a session's registered instance and the number of its registration,
+// from which its wire credential is derived (auth.go): one map entry per registered
+// session, by value (32 B with its key; 56 B when it held the 32 B credential
+// itself), instead of three maps (session → PID, PID Id → session, session →
+// secret).
 type agentRec struct {
-	pid    *actor.PID
-	secret secret
+	pid *actor.PID
+	reg uint64
 }
 
 // agentPID returns the instance registered for session s, or nil.
@@ -40,12 +42,13 @@ func (r *registryActor) stoppedSession(m *owner.Stopped) string {
 
 // registerAgent makes pid the registered instance of session s, replacing any
 // previous one — the caller has checked the registration rule (agent). A new
-// instance gets a fresh wire credential; the old one's is revoked.
+// instance gets a fresh wire credential (a new registration number); the old one's
+// is revoked.
 func (r *registryActor) registerAgent(s string, pid *actor.PID) {
 	if old := r.agents[s].pid; old != nil && old.Equal(pid) {
 		return // registered already: the credential stays
 	}
-	r.agents[s] = agentRec{pid: pid, secret: mintSecret()}
+	r.agents[s] = agentRec{pid: pid, reg: r.creds.next()}
 }
 
 // unregisterAgent removes pid from the agent registry if it is the instance

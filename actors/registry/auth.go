@@ -1,8 +1,12 @@
 package registry
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
+	"hash"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -14,20 +18,42 @@ import (
 )
 
 // Authority in the registry: the registration rule (mayRegister) and the wire
-// credentials (mintSecret, credential, authenticate); see the package doc.
+// credentials (credentials, credential, authenticate); see the package doc.
 
-// credentialBytes is the size of a wire credential: 256 random bits.
-const credentialBytes = 32
+// credentials derives the wire credentials (docs/THREAT-MODEL.md): a registration's
+// is HMAC-SHA-256, under the registry's own random 256-bit key, of the
+// registration's number and its session. A number is never reused, so every
+// registration has a fresh credential, and one stops authenticating when its
+// registration leaves the agent registry; the registry keeps the number (8 B per
+// registered agent), not the credential (32 B). It is the registry actor's own.
+type credentials struct {
+	mac  hash.Hash // keyed by newCredentials
+	last uint64    // the last registration number given
+	buf  []byte    // the HMAC's input, then its output: reused, no allocation per use
+}
 
-// secret is a wire credential, held by value in the registry's map (no allocation
-// of its own per registered agent).
-type secret [credentialBytes]byte
+// newCredentials keys a registry's credentials. crypto/rand.Read never fails on
+// the platforms Go supports (it panics rather than return short).
+func newCredentials() credentials {
+	var key [sha256.Size]byte
+	_, _ = rand.Read(key[:])
+	return credentials{mac: hmac.New(sha256.New, key[:])}
+}
 
-// mintSecret returns a fresh wire credential. crypto/rand.Read never fails on the
-// platforms Go supports (it panics rather than return short).
-func mintSecret() (s secret) {
-	_, _ = rand.Read(s[:])
-	return s
+// next returns a fresh registration number.
+func (k *credentials) next() uint64 {
+	k.last++
+	return k.last
+}
+
+// of returns the credential of registration reg of session: 32 B, valid until the
+// next call (copy it to keep it).
+func (k *credentials) of(session string, reg uint64) []byte {
+	k.buf = append(binary.BigEndian.AppendUint64(k.buf[:0], reg), session...)
+	k.mac.Reset()
+	k.mac.Write(k.buf)
+	k.buf = k.mac.Sum(k.buf[:0])
+	return k.buf
 }
 
 // mayRegister is the registration rule for pid as session s's instance.
@@ -51,7 +77,7 @@ func (r *registryActor) credential(a *owner.Agent) credentialRes {
 		return credentialRes{err: messages.Errorf(messages.CodeOwnerNotLive,
 			"agent %q is not the registered agent instance: it has no wire credential", a.Session())}
 	}
-	return credentialRes{secret: append([]byte(nil), rec.secret[:]...)}
+	return credentialRes{secret: append([]byte(nil), r.creds.of(a.Session(), rec.reg)...)}
 }
 
 // authenticate returns the session a wire request speaks for: "" (no agent) when it
@@ -60,7 +86,7 @@ func (r *registryActor) authenticate(session string, cred []byte) (string, error
 	if session == "" {
 		return "", nil
 	}
-	if rec, ok := r.agents[session]; ok && subtle.ConstantTimeCompare(rec.secret[:], cred) == 1 {
+	if rec, ok := r.agents[session]; ok && subtle.ConstantTimeCompare(r.creds.of(session, rec.reg), cred) == 1 {
 		return session, nil
 	}
 	return "", &messages.Error{Code: messages.CodeUnauthenticated,

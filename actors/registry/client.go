@@ -627,13 +627,24 @@ func (c *Client) registerAgent(ctx context.Context, a, replaces *owner.Agent) er
 		}
 		return firstErr(werr, err)
 	}
-	_, err := a.Scope().Add("agents.unregister()", func(ctx context.Context) error { return c.UnregisterAgent(ctx, a) })
+	_, err := a.Scope().AddDisposer(&unregistration{c: c, a: a})
 	if err != nil {
 		c.root.Send(c.pid, &agentReq{agent: a, unregister: true, reply: make(chan error, 1)})
 		return err
 	}
 	return nil
 }
+
+// unregistration is the effect of a's scope that unregisters a (16 B; a closure of
+// both was 24).
+type unregistration struct {
+	c *Client
+	a *owner.Agent
+}
+
+func (u *unregistration) Dispose(ctx context.Context) error { return u.c.UnregisterAgent(ctx, u.a) }
+
+func (*unregistration) Label() string { return "agents.unregister()" }
 
 // RegisteredAgent returns the PID of the instance registered for session, or nil
 // (also when no agent registry is mounted, and when ctx ends or the system stops

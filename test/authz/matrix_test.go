@@ -40,7 +40,7 @@ func TestAuthzWireMatrix(t *testing.T) {
 	cred := func(a *owner.Agent) []byte {
 		c, err := jobs.WireCredential(t.Context(), a)
 		require.NoError(t, err)
-		require.Len(t, c, 32, "a credential is 256 random bits")
+		require.Len(t, c, 32, "a credential is 256 bits")
 		return c
 	}
 	disposed := troupetest.Agent(t, sys, "alice")

@@ -340,6 +340,19 @@ func BenchmarkMutexRegistry(b *testing.B) {
 
 // --- memory ---
 
+// treeApplied has sys's supervision inspector apply the lifecycle events it holds
+// (Tree().Stats is a query, queued behind them): with nobody subscribed it lets
+// up to 1,023 of them wait (supervision/inspector.go eventBatch), a bound for the
+// whole system, not a cost per job or Activation — read before it, a memory figure
+// counted up to ~200 B per item of events still queued (and not yet the tree
+// entries they make) at 1,000 items. Called before every heap reading.
+func treeApplied(b *testing.B, sys *troupe.System) {
+	b.Helper()
+	if _, err := sys.Tree().Stats(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // heapInUse collects garbage (twice, so finalizer-freed objects are gone too) and
 // returns the live heap plus goroutine stacks in use.
 func heapInUse() int64 {
@@ -442,12 +455,15 @@ func BenchmarkMemorySettledRecord(b *testing.B) {
 		base := processes(r.sys)
 		r.fill(b, owners, memOwners) // warm-up: one record per owner
 		r.quiesce(b, base)
+		treeApplied(b, r.sys)
 		coldBefore := heapInUse()
 		warmProcessRegistry(b, r.sys)
 		r.quiesce(b, base)
+		treeApplied(b, r.sys)
 		before := heapInUse()
 		r.fill(b, owners, memSettled)
 		r.quiesce(b, base)
+		treeApplied(b, r.sys)
 		after := heapInUse()
 		writeHeapProfile(b, "TROUPE_BENCH_SETTLED_HEAPPROFILE")
 		runtime.KeepAlive(owners)
@@ -535,6 +551,7 @@ func liveIdleJob(b *testing.B, onSettle bool) {
 		ids := make([]string, 0, n)
 		callers := make([]registry.Caller, 0, n)
 		g0 := runtime.NumGoroutine()
+		treeApplied(b, r.sys)
 		before := heapInUse()
 		stack0 := stackInUse()
 		writeHeapProfileBase(b, "TROUPE_BENCH_LIVE_HEAPPROFILE")
@@ -553,6 +570,7 @@ func liveIdleJob(b *testing.B, onSettle bool) {
 				b.Fatal(err)
 			}
 		}
+		treeApplied(b, r.sys)
 		after := heapInUse()
 		stk += float64(stackInUse()-stack0) / float64(n)
 		writeHeapProfile(b, "TROUPE_BENCH_LIVE_HEAPPROFILE")

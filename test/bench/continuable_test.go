@@ -534,6 +534,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 	}
 	perGoroutine := warmGoroutines(n + 1024)
 	g0 := runtime.NumGoroutine()
+	treeApplied(b, r.sys)
 	before := liveHeap()
 	writeHeapProfileBase(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	for _, id := range ids {
@@ -549,6 +550,7 @@ func idleActivationMemory(b *testing.B, n int) (bytesPer, goroutinesPer float64)
 		}
 	}
 	r.awaitIdle(b, n)
+	treeApplied(b, r.sys)
 	after := liveHeap()
 	writeHeapProfile(b, "TROUPE_BENCH_ACTIVATION_HEAPPROFILE")
 	goroutines := runtime.NumGoroutine() - g0

@@ -190,6 +190,7 @@ func BenchmarkSideBySide_LiveIdleJob(b *testing.B) {
 		chans := make([]chan job.Outcome, 0, n)
 		ids := make([]string, 0, n)
 		callers := make([]registry.Caller, 0, n)
+		treeApplied(b, r.sys)
 		before := heapInUse()
 		for range memLivePerOwner {
 			for _, a := range owners {
@@ -208,6 +209,7 @@ func BenchmarkSideBySide_LiveIdleJob(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		treeApplied(b, r.sys)
 		after := heapInUse()
 		perJob += float64(after-before)/float64(n) - producer
 		perActor += bareActorBytes(b, r.sys, n)
@@ -235,6 +237,7 @@ func bareActorBytes(b *testing.B, sys *troupe.System, n int) float64 {
 		}
 	})
 	pids := make([]*actor.PID, n)
+	treeApplied(b, sys)
 	before := heapInUse()
 	for i := range pids {
 		pids[i] = root.Spawn(props)
@@ -244,6 +247,7 @@ func bareActorBytes(b *testing.B, sys *troupe.System, n int) float64 {
 			b.Fatal(err)
 		}
 	}
+	treeApplied(b, sys)
 	after := heapInUse()
 	for _, pid := range pids {
 		require.NoError(b, root.StopFuture(pid).Wait())

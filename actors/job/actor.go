@@ -562,12 +562,14 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 		err := protect(func() error { return cancel(reason) })
 		fault.Yield("job.cancel.after-hook")
 		if capture {
+			var first *doneMsg
 			if !a.watch.poke.CompareAndSwap(&capturePoke, nil) { // settled during the call
-				if d := more.captured.Swap(abandonedDone); d != nil {
-					more.cancel.deferred = append(more.cancel.deferred, d)
+				if first = more.captured.Swap(abandonedDone); first != nil && len(more.cancel.deferred) > 0 {
+					more.cancel.deferred = append(more.cancel.deferred, first)
+					first = nil
 				}
 			}
-			a.cancelReturned(c, err)
+			a.cancelReturnedFirst(c, err, first)
 			return
 		}
 		// Otherwise its result is sent to this actor as a runner's would be. The send
@@ -596,7 +598,13 @@ func (a *jobActor) startCancel(c actor.Context, reason string, req any) {
 // cancelReturned applies a Cancel's result to the request that made it (SPEC §2.7
 // for a kill, §2.11's cancel-for-teardown for a teardown), then handles what was
 // held meanwhile, in arrival order, until the next Cancel starts.
-func (a *jobActor) cancelReturned(c actor.Context, err error) {
+func (a *jobActor) cancelReturned(c actor.Context, err error) { a.cancelReturnedFirst(c, err, nil) }
+
+// cancelReturnedFirst is cancelReturned with first, when not nil, the outcome
+// held first behind the Cancel (a non-blocking Cancel's capture, startCancel),
+// given apart from the held messages: on a kill's usual path nothing else is
+// held, and appending it to them was an allocation per kill.
+func (a *jobActor) cancelReturnedFirst(c actor.Context, err error, first *doneMsg) {
 	if a.cancelling() == nil {
 		return
 	}
@@ -610,11 +618,16 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 			m.Reply <- KillResult{Err: &messages.Error{Code: messages.CodeCancelFailed, Message: ErrorText(err), Cause: err}}
 		default:
 			a.core.KillLanded(!m.NoClaim, m.Reason)
-			if d, ok := heldOutcome(held); ok {
+			d, ok := first, first != nil
+			if ok {
+				first = nil
+			} else if d, ok = heldOutcome(held); ok {
+				held = held[1:]
+			}
+			if ok {
 				// The outcome is next in line (Cancel itself settled, or the producer
 				// did meanwhile): it is handled now as it would be next, and its
 				// settlement rides with the stop — one registry step, no SettleTimeout.
-				held = held[1:]
 				both := &stopSettled{stop: StopRequested{ID: a.cfg.ID, Reported: a.core.Reported(), Kill: m}}
 				both.stop.Settled = &both.settled
 				a.outcome(c, d, &both.stop)
@@ -639,6 +652,9 @@ func (a *jobActor) cancelReturned(c actor.Context, err error) {
 			a.armSettleTimer(c)
 			c.Send(a.cfg.Registry, &StopRequested{ID: a.cfg.ID, Reported: true})
 		}
+	}
+	if first != nil { // not taken up above: handled as the first held message
+		held = append([]any{first}, held...)
 	}
 	a.drainDeferred(c, held)
 }

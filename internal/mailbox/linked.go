@@ -75,7 +75,7 @@ func (m *Linked) PostUserMessage(message any) {
 			}
 		}
 	}
-	m.user.push(&qnode{val: message})
+	m.user.push(newQnode(message))
 	m.userN.Add(1)
 	if b, ok := message.(BySender); ok && m.sysN.Load() == 0 {
 		if now, h := b.BySender(); now || h != nil {
@@ -179,7 +179,7 @@ func (m *Linked) dispatch() {
 
 // PostSystemMessage enqueues a system message and schedules a run.
 func (m *Linked) PostSystemMessage(message any) {
-	m.sys.push(&qnode{val: message})
+	m.sys.push(newQnode(message))
 	m.sysN.Add(1)
 	m.schedule()
 }
@@ -348,6 +348,21 @@ type qnode struct {
 	val  any
 }
 
+// qnodes holds the nodes pop has let go of, for the next push: a job actor's
+// kill took three (the Kill, the registry's PoisonPill, protoactor's Stop), each
+// an allocation whose share of the kill's span refills and sweeps made its tail
+// (README "Performance": BenchmarkKillToSettled's p99). A popped node is referenced by
+// nothing (take's list has moved past it, and push never reads a published
+// node's fields: its CAS only compares the head), so reusing it is safe.
+var qnodes = sync.Pool{New: func() any { return new(qnode) }}
+
+// newQnode returns a node holding v, from qnodes.
+func newQnode(v any) *qnode {
+	n := qnodes.Get().(*qnode)
+	n.val = v
+	return n
+}
+
 // push appends n.
 func (q *queue) push(n *qnode) {
 	for {
@@ -390,5 +405,6 @@ func (q *queue) pop() any {
 	q.next, n.next = n.next, nil
 	v := n.val
 	n.val = nil
+	qnodes.Put(n)
 	return v
 }

@@ -70,8 +70,10 @@ type inline string
 
 func (inline) HandledBySender() bool { return true }
 
-func newBox(d *manual) (*mailbox.Mailbox, *invoker) {
-	mb := mailbox.New()
+func newBox(d *manual) (*mailbox.Mailbox, *invoker) { return registered(mailbox.New(), d) }
+
+// registered gives mb a recording invoker and the dispatcher d.
+func registered(mb *mailbox.Mailbox, d *manual) (*mailbox.Mailbox, *invoker) {
 	v := &invoker{mb: mb}
 	mb.RegisterHandlers(v, d)
 	return mb, v
@@ -403,10 +405,7 @@ func (r *hookRecorder) EscalateFailure(any, any) {}
 // deferring returns a NewDeferring mailbox of limit 3 whose messages prefixed
 // "e" may wait.
 func deferring(d *manual) (*mailbox.Mailbox, *invoker) {
-	mb := mailbox.NewDeferring(3, func(m any) bool { s, ok := m.(string); return ok && s[0] == 'e' })
-	v := &invoker{mb: mb}
-	mb.RegisterHandlers(v, d)
-	return mb, v
+	return registered(mailbox.NewDeferring(3, func(m any) bool { s, ok := m.(string); return ok && s[0] == 'e' }), d)
 }
 
 func TestDeferredMessagesWaitForAMessageThatMayNot(t *testing.T) {

@@ -75,7 +75,7 @@ var Catalogue = []Bug{
 		Switch: cluster.PlantedWriteWithoutEpoch, Const: "cluster.PlantedWriteWithoutEpoch",
 		What:  "the cluster child writes with the session's current epoch read from the store, not its own: a stale Activation's writes are accepted",
 		Suite: "./cluster", Test: "TestMutation_ClusterWriteWithoutEpoch",
-		Oracle:  "multi-process suite: one live Activation per session (serial log, unique epochs, epoch gauge); each message accepted once",
+		Oracle: "multi-process suite: one live Activation per session (serial log, unique epochs, epoch gauge); each message accepted once",
 		// A stale Activation's accepted write shows as either: a turn it runs
 		// beside the current one's (the serial log), or a retried followup both
 		// of them accepted (each message accepted once) — which one a run sees
